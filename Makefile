@@ -1,0 +1,63 @@
+# Two commands on a fresh machine: `make run` starts the local stack, `make test` runs every check.
+PORT ?= 3000
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# aws-sam-cli pins its own cfn-lint, click and requests: it lives in a virtual environment of its own.
+SAM_VENV := .venv-sam
+SAM := $(SAM_VENV)/bin/sam
+export SAM_CLI_TELEMETRY := 0
+
+.PHONY: run test lint pytest build deploy bench clean
+
+$(STAMP): pyproject.toml client/pyproject.toml
+	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "wakeup needs Python 3.11 or newer: set PYTHON=" or 0)'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]' -e ./client
+	touch $@
+
+run: $(STAMP)
+	$(BIN)/wakeup-local --port $(PORT)
+
+test: lint pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy layers/wakeup/wakeup local/wakeup_local admin/wakeup_admin client/wakeup_client functions
+	$(BIN)/cfn-lint template.yaml
+
+pytest: $(STAMP)
+	$(BIN)/pytest -n 2
+
+# --- build and deploy (SAM, no Docker) ---------------------------------------------------------
+SAM_CLI_VERSION ?= 1.170.0
+SAM_BUILD_DIR ?= .aws-sam/build
+SAM_CACHE_DIR ?= .aws-sam/cache
+# Which samconfig.toml environment `make deploy` uses: `make deploy ENV=prod`.
+ENV ?= default
+# `sam build` needs the runtime's interpreter, python3.13, on PATH. Use one that runs as it is, or
+# else pyenv's newest 3.13 (installed but not selected, python3.13 is a shim that refuses to run).
+PYTHON313_BIN = $(shell \
+	if python3.13 -c '' >/dev/null 2>&1; then dirname "$$(command -v python3.13)"; \
+	else root="$$(pyenv root 2>/dev/null || echo "$${PYENV_ROOT:-$$HOME/.pyenv}")"; \
+	ls -d "$$root"/versions/3.13*/bin/python3.13 2>/dev/null | sort -V | tail -n 1 | xargs -r dirname; fi)
+
+$(SAM):
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install --quiet --upgrade pip
+	$(SAM_VENV)/bin/pip install --quiet 'aws-sam-cli==$(SAM_CLI_VERSION)'
+
+build: $(SAM)
+	@test -n "$(PYTHON313_BIN)" || { echo "make build needs Python 3.13, the Lambda runtime's interpreter," \
+		"and found none: install it (pyenv install 3.13, or your system's python3.13 package) so that" \
+		"python3.13 runs, then run make build again." >&2; exit 1; }
+	PATH="$(PYTHON313_BIN):$$PATH" $(SAM) build --build-dir $(SAM_BUILD_DIR) --cache-dir $(SAM_CACHE_DIR)
+
+deploy: build
+	$(SAM) deploy --config-env $(ENV) --template-file $(SAM_BUILD_DIR)/template.yaml
+
+clean:
+	rm -rf $(VENV) $(SAM_VENV) .aws-sam .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,133 @@
+"""`wakeup-admin`: the operator's CLI over the table (AWS credentials, or the local stack's
+`AWS_ENDPOINT_URL`).
+
+    wakeup-admin accounts mint --label L     prints the new account's token once, alone on stdout
+    wakeup-admin accounts list
+    wakeup-admin accounts revoke ID
+    wakeup-admin instances list [--account ID]
+    wakeup-admin instances show ID
+    wakeup-admin wakes failing               pending wakes whose last call failed
+"""
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterable, Sequence
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from wakeup.accounts import mint_account, revoke_account
+from wakeup.api_models import instance_reply
+from wakeup.model import Account, Instance
+from wakeup.store import Store, is_id
+from wakeup.times import format_time
+
+
+class UsageError(Exception):
+    """Raised when the command line cannot be acted on (exit 2)."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="wakeup-admin", description="Operate a wakeup service's table.")
+    parser.add_argument("--table", default=os.environ.get("WAKEUP_TABLE"), help="the table (default: $WAKEUP_TABLE)")
+    topics = parser.add_subparsers(dest="topic", required=True)
+
+    accounts = topics.add_parser("accounts", help="mint, list and revoke accounts").add_subparsers(
+        dest="action", required=True
+    )
+    accounts.add_parser("mint", help="mint an account; its token is printed once").add_argument(
+        "--label", required=True, help="whose account it is"
+    )
+    accounts.add_parser("list", help="every account")
+    accounts.add_parser("revoke", help="revoke an account and its instances' tokens").add_argument("id")
+
+    instances = topics.add_parser("instances", help="list and inspect instances").add_subparsers(
+        dest="action", required=True
+    )
+    instances.add_parser("list", help="instances, of one account or all").add_argument("--account")
+    instances.add_parser("show", help="one instance").add_argument("id")
+
+    wakes = topics.add_parser("wakes", help="wakes that need attention").add_subparsers(dest="action", required=True)
+    wakes.add_parser("failing", help="pending wakes whose last call failed")
+    return parser
+
+
+def _rows(header: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
+    table = [list(header), *(list(row) for row in rows)]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+def _account_row(account: Account) -> list[str]:
+    revoked = format_time(account.revoked_at) if account.revoked_at else "-"
+    return [account.id, account.label, format_time(account.created_at), revoked]
+
+
+def _instance_row(instance: Instance) -> list[str]:
+    shown = instance_reply(instance)
+    return [
+        instance.id,
+        instance.account_id,
+        instance.url,
+        shown["at"] or "-",
+        shown["calledAt"] or "-",
+        str(instance.attempts),
+        instance.last_error or "-",
+    ]
+
+
+INSTANCE_HEADER = ["ID", "ACCOUNT", "URL", "AT", "CALLED AT", "ATTEMPTS", "LAST ERROR"]
+
+
+def _instances(store: Store, account_id: str | None) -> list[Instance]:
+    accounts = [account_id] if account_id else [a.id for a in store.list_accounts()]
+    return [instance for each in accounts for instance in store.all_instances(each)]
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.table:
+        raise UsageError("no table: pass --table or set WAKEUP_TABLE (make run prints it)")
+    store = Store(args.table)
+    match args.topic, args.action:
+        case "accounts", "mint":
+            account, token = mint_account(store, args.label)
+            print(f"minted account {account.id} ({account.label}); its token is shown only now:", file=sys.stderr)
+            print(token)
+        case "accounts", "list":
+            _rows(["ID", "LABEL", "CREATED", "REVOKED"], map(_account_row, store.list_accounts()))
+        case "accounts", "revoke":
+            revoked = revoke_account(store, args.id) if is_id(args.id) else None
+            if revoked is None:
+                print(f"wakeup-admin: no account {args.id}", file=sys.stderr)
+                return 1
+            print(f"revoked account {revoked.id} ({revoked.label}) and its instances' tokens")
+        case "instances", "list":
+            _rows(INSTANCE_HEADER, map(_instance_row, _instances(store, args.account)))
+        case "instances", "show":
+            instance = store.get_instance(args.id) if is_id(args.id) else None
+            if instance is None:
+                print(f"wakeup-admin: no instance {args.id}", file=sys.stderr)
+                return 1
+            print(json.dumps({**instance_reply(instance), "accountId": instance.account_id}, indent=2))
+        case "wakes", "failing":
+            failing = [i for i in _instances(store, None) if i.pending and i.attempts > 0]
+            _rows(INSTANCE_HEADER, map(_instance_row, failing))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return run(args)
+    except UsageError as exc:
+        print(f"wakeup-admin: {exc}", file=sys.stderr)
+        return 2
+    except (ClientError, BotoCoreError) as exc:
+        print(f"wakeup-admin: AWS refused or failed: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

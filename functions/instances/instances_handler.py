@@ -1,0 +1,60 @@
+"""The account routes of the HTTP API, and the `$default` route's 404 and 405."""
+
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from wakeup import instances
+from wakeup.api_models import RegisterInstanceBody, instance_reply
+from wakeup.factories import get_store, get_triggers
+from wakeup.http import authenticate, install, json_response, read_body
+from wakeup.model import TokenOwner
+from wakeup.observability import logger, tracer
+from wakeup.store import Page
+from wakeup.times import now
+from wakeup.tokens import TokenKind
+
+app = APIGatewayHttpResolver()
+install(app)
+
+
+def _account() -> TokenOwner:
+    owner = authenticate(app.current_event, get_store(), TokenKind.ACCOUNT)
+    logger.append_keys(account_id=owner.account_id)
+    return owner
+
+
+@app.post("/wakeup/instances")
+def register_instance() -> Response[str]:
+    account = _account()
+    body = read_body(app.current_event, RegisterInstanceBody)
+    registered = instances.register(get_store(), get_triggers(), account, body.url, body.token, now())
+    logger.info("instance registered", instance_id=registered.instance.id, new=registered.created)
+    return json_response(201 if registered.created else 200, {"id": registered.instance.id})
+
+
+@app.get("/wakeup/instances")
+def list_instances() -> Response[str]:
+    query = app.current_event.query_string_parameters or {}
+    page: Page = instances.list_page(get_store(), _account(), query.get("limit"), query.get("cursor"))
+    return json_response(200, {"instances": [instance_reply(i) for i in page.instances], "next": page.next_cursor})
+
+
+@app.get("/wakeup/instances/<instance_id>")
+def get_instance(instance_id: str) -> Response[str]:
+    return json_response(200, instance_reply(instances.get(get_store(), _account(), instance_id)))
+
+
+@app.delete("/wakeup/instances/<instance_id>")
+def delete_instance(instance_id: str) -> Response[str]:
+    instances.delete(get_store(), get_triggers(), _account(), instance_id, now())
+    logger.info("instance deleted", instance_id=instance_id)
+    return json_response(204)
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP, clear_state=True)
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return app.resolve(event, context)

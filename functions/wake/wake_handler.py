@@ -1,0 +1,35 @@
+"""`PUT /wakeup/wake`: an instance registers the wake it wants (the hot path, kept small)."""
+
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from wakeup.api_models import RegisterWakeBody
+from wakeup.factories import get_store, get_triggers
+from wakeup.http import authenticate, install, json_response, read_body
+from wakeup.observability import logger, tracer
+from wakeup.times import now, parse_at
+from wakeup.tokens import TokenKind
+from wakeup.wakes import register_wake
+
+app = APIGatewayHttpResolver()
+install(app)
+
+
+@app.put("/wakeup/wake")
+def put_wake() -> Response[str]:
+    owner = authenticate(app.current_event, get_store(), TokenKind.INSTANCE)
+    at = parse_at(read_body(app.current_event, RegisterWakeBody).at)
+    assert owner.instance_id is not None  # an instance token always names its instance
+    logger.append_keys(instance_id=owner.instance_id)
+    register_wake(get_store(), get_triggers(), owner.instance_id, at, now())
+    logger.info("wake registered", at=at.isoformat())
+    return json_response(204)
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP, clear_state=True)
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return app.resolve(event, context)

@@ -1,0 +1,122 @@
+"""The HTTP edge shared by both API functions: errors, bodies, tokens and paths.
+
+Every refusal leaves through `install`'s handlers as `{"error": ...}` with its status, so routes
+raise and never build an error reply themselves.
+"""
+
+import json
+import re
+from typing import Any, TypeVar
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import BaseModel, ValidationError
+
+from wakeup.errors import (
+    BadRequestError,
+    MethodNotAllowedError,
+    NotFoundError,
+    PayloadTooLargeError,
+    UnauthorizedError,
+    UnavailableError,
+    WakeupError,
+)
+from wakeup.model import TokenOwner
+from wakeup.observability import logger
+from wakeup.store import Store
+from wakeup.tokens import PREFIXES, TokenKind, hash_token, is_token
+
+MAX_BODY_BYTES = 16 * 1024
+
+# The paths the API serves and their methods (template.yaml declares the same routes), so the
+# `$default` route can tell an unknown path (404) from a known one asked wrongly (405).
+KNOWN_PATHS: list[tuple[re.Pattern[str], list[str]]] = [
+    (re.compile(r"/wakeup/instances"), ["GET", "POST"]),
+    (re.compile(r"/wakeup/instances/[^/]+"), ["GET", "DELETE"]),
+    (re.compile(r"/wakeup/wake"), ["PUT"]),
+]
+
+Body = TypeVar("Body", bound=BaseModel)
+
+
+def json_response(
+    status: int, body: dict[str, Any] | None = None, headers: dict[str, str] | None = None
+) -> Response[str]:
+    """A reply with a JSON body, or none at all (204)."""
+    if body is None:
+        return Response(status_code=status, headers=headers)
+    return Response(status_code=status, content_type="application/json", body=json.dumps(body), headers=headers)
+
+
+def error_reply(exc: WakeupError) -> Response[str]:
+    """`{"error": ...}` with the error's status (and `Allow` for a 405)."""
+    headers = {"Allow": ", ".join(exc.allowed)} if isinstance(exc, MethodNotAllowedError) else None
+    return json_response(exc.status, {"error": exc.message}, headers)
+
+
+def unexpected_reply(exc: Exception) -> Response[str]:
+    """The one place an unexpected failure is caught: logged with its trace, never shown."""
+    logger.exception("request failed")
+    # AWS failing underneath, after botocore's retries, is worth retrying; anything else is ours.
+    if isinstance(exc, ClientError | BotoCoreError):
+        return error_reply(UnavailableError())
+    return json_response(500, {"error": WakeupError.message})
+
+
+def unknown_route_reply(path: str) -> Response[str]:
+    """404 for a path the API does not serve, 405 for one it serves with other methods."""
+    for pattern, methods in KNOWN_PATHS:
+        if pattern.fullmatch(path):
+            return error_reply(MethodNotAllowedError(methods))
+    return error_reply(NotFoundError("no such path"))
+
+
+def install(app: APIGatewayHttpResolver) -> None:
+    """Maps every error to its reply, and unknown paths and methods to 404 and 405."""
+    app.exception_handler(WakeupError)(error_reply)
+    app.exception_handler(Exception)(unexpected_reply)
+    app.not_found(lambda _: unknown_route_reply(app.current_event.raw_path))
+
+
+def read_body(event: APIGatewayProxyEventV2, model: type[Body]) -> Body:
+    """The request's JSON object body as `model`, or a 400 (413 when too large) that says why."""
+    raw = event.decoded_body or ""
+    if len(raw.encode()) > MAX_BODY_BYTES:
+        raise PayloadTooLargeError()
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise BadRequestError("the body must be a JSON object") from None
+    if not isinstance(data, dict):
+        raise BadRequestError("the body must be a JSON object")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise BadRequestError(_explain(exc)) from None
+
+
+def _explain(exc: ValidationError) -> str:
+    """The first problem pydantic found, as a sentence about the field."""
+    error = exc.errors()[0]
+    field = ".".join(str(part) for part in error["loc"]) or "body"
+    if error["type"] == "missing":
+        return f"{field} is required"
+    expected = {"string_type": "a string", "int_type": "an integer"}.get(error["type"], "valid")
+    return f"{field} must be {expected}"
+
+
+_BEARER = re.compile(r"Bearer +(\S+)", re.IGNORECASE)
+
+
+def authenticate(event: APIGatewayProxyEventV2, store: Store, kind: TokenKind) -> TokenOwner:
+    """Whom the request's bearer token names; 401 unless it is a live token of `kind`."""
+    header = event.headers.get("authorization") or ""
+    match = _BEARER.fullmatch(header.strip())
+    needed = f"this route needs an {kind.value} token: send Authorization: Bearer {PREFIXES[kind]}..."
+    if match is None or not is_token(match.group(1), kind):
+        raise UnauthorizedError(needed)
+    owner = store.owner_of(hash_token(match.group(1)))
+    if owner is None or owner.kind is not kind:
+        raise UnauthorizedError(f"this {kind.value} token is unknown or revoked")
+    return owner

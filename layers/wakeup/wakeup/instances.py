@@ -1,0 +1,66 @@
+"""What an account does with its instances: register, read, delete and list them."""
+
+from datetime import datetime
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from wakeup.errors import BadRequestError, ForbiddenError, NotFoundError
+from wakeup.model import Instance, TokenOwner
+from wakeup.observability import logger
+from wakeup.store import Page, Registered, Store, is_id
+from wakeup.tokens import TokenKind, hash_token, is_token
+from wakeup.triggers import Triggers
+from wakeup.urls import normalise_url
+from wakeup.wakes import forget_trigger
+
+MAX_PAGE = 100
+TOKEN_RULE = "token must be an instance token: swi_ followed by 32 to 128 url-safe base64 characters"
+
+
+def register(store: Store, triggers: Triggers, account: TokenOwner, url: str, token: str, now: datetime) -> Registered:
+    """The instance for this token: new, as it was (same URL), or moved to `url` (its wake forgotten)."""
+    normalised = normalise_url(url)
+    if not is_token(token, TokenKind.INSTANCE):
+        raise BadRequestError(TOKEN_RULE)
+    registered = store.register_instance(account.account_id, normalised, hash_token(token), now)
+    if registered.moved_from is not None:
+        _forget(triggers, registered.moved_from, now)
+    return registered
+
+
+def get(store: Store, account: TokenOwner, instance_id: str) -> Instance:
+    """The account's instance; 404 when there is none (or the id is malformed), 403 when not its own."""
+    instance = store.get_instance(instance_id) if is_id(instance_id) else None
+    if instance is None:
+        raise NotFoundError()
+    if instance.account_id != account.account_id:
+        raise ForbiddenError()
+    return instance
+
+
+def delete(store: Store, triggers: Triggers, account: TokenOwner, instance_id: str, now: datetime) -> None:
+    """Removes the account's instance and what is pending for it; its token is free again."""
+    instance = get(store, account, instance_id)
+    removed = store.delete_instance(instance)
+    if removed is None:
+        raise NotFoundError()
+    _forget(triggers, removed, now)
+
+
+def list_page(store: Store, account: TokenOwner, limit: str | None, cursor: str | None) -> Page:
+    """One page of the account's instances; `limit` from 1 to 100 (100 when absent)."""
+    size = MAX_PAGE
+    if limit is not None:
+        if not limit.isdigit() or not 1 <= int(limit) <= MAX_PAGE:
+            raise BadRequestError(f"limit must be a whole number from 1 to {MAX_PAGE}")
+        size = int(limit)
+    return store.list_instances(account.account_id, size, cursor or None)
+
+
+def _forget(triggers: Triggers, previous: Instance, now: datetime) -> None:
+    # The table no longer holds the old registration, so a trigger left behind finds nothing to
+    # call and is dropped: removing its schedule is tidiness, not correctness.
+    try:
+        forget_trigger(triggers, previous, now)
+    except (ClientError, BotoCoreError):
+        logger.warning("could not remove the schedule of a forgotten wake", instance_id=previous.id)

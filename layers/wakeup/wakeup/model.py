@@ -1,0 +1,57 @@
+"""The domain: accounts, instances and the wake an instance registered."""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from wakeup.tokens import TokenKind
+
+
+@dataclass(frozen=True)
+class Account:
+    id: str
+    label: str
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class TokenOwner:
+    """Whom a token names: an account, or an instance of an account."""
+
+    kind: TokenKind
+    account_id: str
+    instance_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Instance:
+    id: str
+    account_id: str
+    url: str
+    created_at: datetime
+    # The registration: `reg` is new for each `PUT /wakeup/wake`, so a trigger armed for an older
+    # one can tell it no longer stands, even when the time is the same.
+    at: datetime | None = None
+    reg: str | None = None
+    called_at: datetime | None = None
+    attempts: int = 0
+    last_error: str | None = None
+    # When the next call is due (`at`, then each retry); None once called, moved or given up.
+    due: datetime | None = None
+    # The end of the claim of a call in flight, in epoch milliseconds.
+    claim_until: int | None = None
+    revoked_at: datetime | None = None
+
+    @property
+    def pending(self) -> bool:
+        """Whether a call is still owed for the registration."""
+        return self.reg is not None and self.due is not None and self.revoked_at is None
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """What an SQS message or a schedule carries: the registration and attempt it was armed for."""
+
+    instance_id: str
+    reg: str
+    attempt: int

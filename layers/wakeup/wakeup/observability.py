@@ -1,0 +1,21 @@
+"""The one Logger, Tracer and Metrics every module uses, and the names of the metrics."""
+
+from enum import StrEnum
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+
+
+class Metric(StrEnum):
+    """What the service counts, in the `Wakeup` namespace (the dashboard and alarms read these)."""
+
+    WAKES_CALLED = "WakesCalled"
+    CALLS_FAILED = "CallsFailed"
+    WAKE_LATENESS = "WakeLateness"
+    RETRIES_SCHEDULED = "RetriesScheduled"
+    STALE_TRIGGERS_DROPPED = "StaleTriggersDropped"
+    OVERDUE_WAKES_REARMED = "OverdueWakesRearmed"
+    WAKES_GIVEN_UP = "WakesGivenUp"

@@ -1,0 +1,502 @@
+"""The DynamoDB table: every read and write of accounts, tokens and instances.
+
+Item shapes (key `pk`) are described in docs/architecture.md. Conditional writes keep the rules
+that concurrent requests could otherwise break: a token names one instance, only the newest
+registration records an outcome, only one call holds a claim.
+"""
+
+import base64
+import binascii
+import json
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from wakeup import aws
+from wakeup.errors import BadRequestError, ConflictError, UnauthorizedError
+from wakeup.model import Account, Instance, TokenOwner, Trigger
+from wakeup.times import format_time, parse_stored
+from wakeup.tokens import TokenKind
+
+PENDING_SHARDS = 16
+ACCOUNTS_LIST = "ACCOUNTS"
+BY_ACCOUNT = "ByAccount"
+PENDING_WAKES = "PendingWakes"
+
+# What a registration is made of; a move or a new registration clears all of it.
+_REGISTRATION_FIELDS = ("at", "reg", "called_at", "last_error", "claim_until", "pending_shard", "pending_due")
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+Item = dict[str, Any]
+
+
+def _token_key(token_hash: str) -> str:
+    return f"TOKEN#{token_hash}"
+
+
+def _account_key(account_id: str) -> str:
+    return f"ACCOUNT#{account_id}"
+
+
+def _instance_key(instance_id: str) -> str:
+    return f"INSTANCE#{instance_id}"
+
+
+def pending_shard(instance_id: str) -> str:
+    """The shard of the pending-wakes index an instance's wake goes in, spread by its id."""
+    return str(uuid.UUID(instance_id).int % PENDING_SHARDS)
+
+
+def is_id(value: str) -> bool:
+    """Whether `value` is an id this service could have made (a UUID in its usual form)."""
+    try:
+        return str(uuid.UUID(value)) == value
+    except ValueError:
+        return False
+
+
+def _dump(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _serializer.serialize(v) for k, v in item.items() if v is not None}
+
+
+def _load(item: Mapping[str, Any]) -> Item:
+    return {k: _deserializer.deserialize(v) for k, v in item.items()}
+
+
+def _time(value: Any) -> datetime | None:
+    return parse_stored(str(value)) if value is not None else None
+
+
+def _account(item: Item) -> Account:
+    return Account(
+        id=item["id"],
+        label=item["label"],
+        created_at=parse_stored(item["created_at"]),
+        revoked_at=_time(item.get("revoked_at")),
+    )
+
+
+def _instance(item: Item) -> Instance:
+    claim = item.get("claim_until")
+    return Instance(
+        id=item["id"],
+        account_id=item["account_id"],
+        url=item["url"],
+        created_at=parse_stored(item["created_at"]),
+        at=_time(item.get("at")),
+        reg=item.get("reg"),
+        called_at=_time(item.get("called_at")),
+        attempts=int(item.get("attempts", 0)),
+        last_error=item.get("last_error"),
+        due=_time(item.get("pending_due")),
+        claim_until=int(claim) if claim is not None else None,
+        revoked_at=_time(item.get("revoked_at")),
+    )
+
+
+def _condition_failed(exc: ClientError) -> bool:
+    return aws.error_code(exc) == "ConditionalCheckFailedException"
+
+
+def _cancelled_for_condition(exc: ClientError) -> list[bool]:
+    """For a cancelled transaction, which of its actions failed their condition."""
+    reasons = exc.response.get("CancellationReasons", [])
+    return [r.get("Code") == "ConditionalCheckFailed" for r in reasons]
+
+
+@dataclass(frozen=True)
+class Registered:
+    """The outcome of registering an instance token: the instance, and what happened to it."""
+
+    instance: Instance
+    created: bool
+    # The instance as it was before a move to a new URL, so its pending trigger can be removed.
+    moved_from: Instance | None = None
+
+
+@dataclass(frozen=True)
+class Page:
+    instances: list[Instance]
+    next_cursor: str | None
+
+
+class Store:
+    """The table, through one DynamoDB client (given, or made from the environment)."""
+
+    def __init__(self, table: str, client: Any = None) -> None:
+        self.table = table
+        self.client = client or aws.client("dynamodb")
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def _get(self, pk: str) -> Item | None:
+        found = self.client.get_item(TableName=self.table, Key=_dump({"pk": pk}), ConsistentRead=True)
+        return _load(found["Item"]) if "Item" in found else None
+
+    def owner_of(self, token_hash: str) -> TokenOwner | None:
+        """Whom the token with this hash names, by one consistent read; None for no one."""
+        item = self._get(_token_key(token_hash))
+        if item is None:
+            return None
+        return TokenOwner(TokenKind(item["kind"]), item["account_id"], item.get("instance_id"))
+
+    def get_account(self, account_id: str) -> Account | None:
+        item = self._get(_account_key(account_id))
+        return _account(item) if item else None
+
+    def get_instance(self, instance_id: str) -> Instance | None:
+        item = self._get(_instance_key(instance_id))
+        return _instance(item) if item else None
+
+    def _query(self, **kwargs: Any) -> Iterator[Item]:
+        paginator = self.client.get_paginator("query")
+        for page in paginator.paginate(TableName=self.table, **kwargs):
+            yield from (_load(item) for item in page["Items"])
+
+    def list_accounts(self) -> list[Account]:
+        items = self._query(
+            IndexName=BY_ACCOUNT,
+            KeyConditionExpression="list_pk = :p",
+            ExpressionAttributeValues=_dump({":p": ACCOUNTS_LIST}),
+        )
+        return [_account(item) for item in items]
+
+    def all_instances(self, account_id: str) -> list[Instance]:
+        items = self._query(
+            IndexName=BY_ACCOUNT,
+            KeyConditionExpression="list_pk = :p",
+            ExpressionAttributeValues=_dump({":p": _account_key(account_id)}),
+        )
+        return [_instance(item) for item in items]
+
+    def list_instances(self, account_id: str, limit: int, cursor: str | None) -> Page:
+        """One page of an account's instances, oldest first; `cursor` is a previous page's next."""
+        list_pk = _account_key(account_id)
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": BY_ACCOUNT,
+            "KeyConditionExpression": "list_pk = :p",
+            "ExpressionAttributeValues": _dump({":p": list_pk}),
+            "Limit": limit,
+        }
+        if cursor:
+            kwargs["ExclusiveStartKey"] = _dump(_decode_cursor(cursor, list_pk))
+        found = self.client.query(**kwargs)
+        last = found.get("LastEvaluatedKey")
+        return Page(
+            instances=[_instance(_load(item)) for item in found["Items"]],
+            next_cursor=_encode_cursor(_load(last)) if last else None,
+        )
+
+    def overdue(self, shard: int, before: datetime) -> list[Instance]:
+        """Instances in one shard of the pending-wakes index whose next call was due before `before`."""
+        items = self._query(
+            IndexName=PENDING_WAKES,
+            KeyConditionExpression="pending_shard = :s AND pending_due < :t",
+            ExpressionAttributeValues=_dump({":s": str(shard), ":t": format_time(before)}),
+        )
+        return [_instance(item) for item in items]
+
+    # -- accounts ----------------------------------------------------------------------------
+
+    def create_account(self, label: str, token_hash: str, now: datetime) -> Account:
+        account = Account(id=str(uuid.uuid4()), label=label, created_at=now)
+        created = format_time(now)
+        self.client.transact_write_items(
+            TransactItems=[
+                self._put_new(
+                    {
+                        "pk": _account_key(account.id),
+                        "type": "account",
+                        "id": account.id,
+                        "label": label,
+                        "created_at": created,
+                        "token_hash": token_hash,
+                        "list_pk": ACCOUNTS_LIST,
+                        "list_sk": f"{created}#{account.id}",
+                    }
+                ),
+                self._put_new(
+                    {
+                        "pk": _token_key(token_hash),
+                        "type": "token",
+                        "kind": TokenKind.ACCOUNT.value,
+                        "account_id": account.id,
+                    }
+                ),
+            ]
+        )
+        return account
+
+    def revoke_account(self, account_id: str, now: datetime) -> Account | None:
+        """Revokes the account and its instances' tokens; None when there is no such account.
+
+        The account's token goes first, so no new instance can be registered meanwhile; each
+        instance then loses its token and its pending wake, which no trigger will call.
+        """
+        item = self._get(_account_key(account_id))
+        if item is None:
+            return None
+        if "revoked_at" not in item:
+            self.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": _dump({"pk": _account_key(account_id)}),
+                            "UpdateExpression": "SET revoked_at = :now",
+                            "ExpressionAttributeValues": _dump({":now": format_time(now)}),
+                        }
+                    },
+                    {"Delete": {"TableName": self.table, "Key": _dump({"pk": _token_key(item["token_hash"])})}},
+                ]
+            )
+        for instance in self.all_instances(account_id):
+            self._revoke_instance(instance.id, now)
+        return self.get_account(account_id)
+
+    def _revoke_instance(self, instance_id: str, now: datetime) -> None:
+        item = self._get(_instance_key(instance_id))
+        if item is None:
+            return
+        self.client.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": _dump({"pk": _instance_key(instance_id)}),
+                        "UpdateExpression": "SET revoked_at = :now REMOVE reg, claim_until, pending_shard, pending_due",
+                        "ExpressionAttributeValues": _dump({":now": format_time(now)}),
+                    }
+                },
+                {"Delete": {"TableName": self.table, "Key": _dump({"pk": _token_key(item["token_hash"])})}},
+            ]
+        )
+
+    # -- instances ---------------------------------------------------------------------------
+
+    def _put_new(self, item: Item) -> dict[str, Any]:
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": _dump(item),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
+    def register_instance(self, account_id: str, url: str, token_hash: str, now: datetime) -> Registered:
+        """The instance the token names for this account, created, kept, or moved to `url`.
+
+        Raises `ConflictError` when another account registered the token. Two registrations of
+        one new token at the same moment make one instance: the loser's transaction fails on the
+        token's condition, and it reads what the winner wrote.
+        """
+        for _ in range(2):
+            owner = self.owner_of(token_hash)
+            if owner is not None:
+                return self._reregister(owner, account_id, url, token_hash)
+            instance = Instance(id=str(uuid.uuid4()), account_id=account_id, url=url, created_at=now)
+            created = format_time(now)
+            try:
+                self.client.transact_write_items(
+                    TransactItems=[
+                        self._put_new(
+                            {
+                                "pk": _token_key(token_hash),
+                                "type": "token",
+                                "kind": TokenKind.INSTANCE.value,
+                                "account_id": account_id,
+                                "instance_id": instance.id,
+                            }
+                        ),
+                        self._put_new(
+                            {
+                                "pk": _instance_key(instance.id),
+                                "type": "instance",
+                                "id": instance.id,
+                                "account_id": account_id,
+                                "url": url,
+                                "token_hash": token_hash,
+                                "created_at": created,
+                                "attempts": 0,
+                                "list_pk": _account_key(account_id),
+                                "list_sk": f"{created}#{instance.id}",
+                            }
+                        ),
+                        # A revoked account registers nothing, even with a request already under way.
+                        {
+                            "ConditionCheck": {
+                                "TableName": self.table,
+                                "Key": _dump({"pk": _account_key(account_id)}),
+                                "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(revoked_at)",
+                            }
+                        },
+                    ]
+                )
+            except ClientError as exc:
+                if aws.error_code(exc) != "TransactionCanceledException":
+                    raise
+                token_taken, _, account_gone = (_cancelled_for_condition(exc) + [False] * 3)[:3]
+                if account_gone:
+                    raise UnauthorizedError() from exc
+                if token_taken:
+                    continue
+                raise
+            return Registered(instance, created=True)
+        raise ConflictError()
+
+    def _reregister(self, owner: TokenOwner, account_id: str, url: str, token_hash: str) -> Registered:
+        if owner.kind is not TokenKind.INSTANCE or owner.account_id != account_id or owner.instance_id is None:
+            raise ConflictError()
+        current = self.get_instance(owner.instance_id)
+        if current is None:  # deleted between the two reads: the token is free again
+            raise ConflictError("this instance token was being deleted; retry the request")
+        if current.url == url:
+            return Registered(current, created=False)
+        try:
+            found = self.client.update_item(
+                TableName=self.table,
+                Key=_dump({"pk": _instance_key(current.id)}),
+                UpdateExpression="SET #url = :url, attempts = :zero REMOVE " + ", ".join(_REGISTRATION_FIELDS),
+                ConditionExpression="attribute_exists(pk) AND token_hash = :h",
+                ExpressionAttributeNames={"#url": "url"},
+                ExpressionAttributeValues=_dump({":url": url, ":zero": 0, ":h": token_hash}),
+                ReturnValues="ALL_OLD",
+            )
+        except ClientError as exc:
+            if _condition_failed(exc):
+                raise ConflictError("this instance token was being deleted; retry the request") from exc
+            raise
+        moved = Instance(id=current.id, account_id=account_id, url=url, created_at=current.created_at)
+        return Registered(moved, created=False, moved_from=_instance(_load(found["Attributes"])))
+
+    def delete_instance(self, instance: Instance) -> Instance | None:
+        """Removes the instance and frees its token; returns it as it was, None when already gone."""
+        item = self._get(_instance_key(instance.id))
+        if item is None:
+            return None
+        try:
+            self.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Delete": {
+                            "TableName": self.table,
+                            "Key": _dump({"pk": _instance_key(instance.id)}),
+                            "ConditionExpression": "attribute_exists(pk)",
+                        }
+                    },
+                    {"Delete": {"TableName": self.table, "Key": _dump({"pk": _token_key(item["token_hash"])})}},
+                ]
+            )
+        except ClientError as exc:
+            if aws.error_code(exc) == "TransactionCanceledException":
+                return None
+            raise
+        return _instance(item)
+
+    # -- wakes -------------------------------------------------------------------------------
+
+    def register_wake(self, instance_id: str, at: datetime, reg: str) -> Instance | None:
+        """Replaces the instance's registration by a new one at `at`; returns the one it replaced.
+
+        None when the instance is gone or revoked (its token no longer counts).
+        """
+        try:
+            found = self.client.update_item(
+                TableName=self.table,
+                Key=_dump({"pk": _instance_key(instance_id)}),
+                UpdateExpression=(
+                    "SET #at = :at, reg = :reg, attempts = :zero, pending_shard = :shard, pending_due = :at "
+                    "REMOVE called_at, last_error, claim_until"
+                ),
+                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(revoked_at)",
+                ExpressionAttributeNames={"#at": "at"},
+                ExpressionAttributeValues=_dump(
+                    {":at": format_time(at), ":reg": reg, ":zero": 0, ":shard": pending_shard(instance_id)}
+                ),
+                ReturnValues="ALL_OLD",
+            )
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return None
+            raise
+        return _instance(_load(found["Attributes"]))
+
+    def _update_registration(self, trigger: Trigger, update: str, values: Item, extra: str = "") -> bool:
+        """Applies `update` only while the trigger's registration and attempt still stand."""
+        condition = "reg = :reg AND attempts = :attempt AND attribute_not_exists(called_at)"
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=_dump({"pk": _instance_key(trigger.instance_id)}),
+                UpdateExpression=update,
+                ConditionExpression=condition + extra,
+                ExpressionAttributeValues=_dump({":reg": trigger.reg, ":attempt": trigger.attempt, **values}),
+            )
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+        return True
+
+    def claim(self, trigger: Trigger, now_ms: int, lease_ms: int) -> int | None:
+        """Claims the call for the trigger's registration; the claim's end, or None when it is held."""
+        until = now_ms + lease_ms
+        claimed = self._update_registration(
+            trigger,
+            "SET claim_until = :until",
+            {":until": until, ":now": now_ms},
+            extra=" AND (attribute_not_exists(claim_until) OR claim_until < :now)",
+        )
+        return until if claimed else None
+
+    def record_success(self, trigger: Trigger, called_at: datetime) -> bool:
+        return self._update_registration(
+            trigger,
+            "SET called_at = :called, attempts = :zero REMOVE last_error, claim_until, pending_shard, pending_due",
+            {":called": format_time(called_at), ":zero": 0},
+        )
+
+    def record_failure(self, trigger: Trigger, error: str, next_due: datetime | None) -> bool:
+        """Counts a failed call; `next_due` None gives the wake up (no retry is owed)."""
+        values: Item = {":next": trigger.attempt + 1, ":error": error}
+        if next_due is None:
+            update = "SET attempts = :next, last_error = :error REMOVE claim_until, pending_shard, pending_due"
+        else:
+            update = "SET attempts = :next, last_error = :error, pending_due = :due REMOVE claim_until"
+            values[":due"] = format_time(next_due)
+        return self._update_registration(trigger, update, values)
+
+    def postpone(self, trigger: Trigger, due: datetime, now_ms: int) -> bool:
+        """Moves a pending wake's next check to `due`, while no claim is live (the sweeper's re-arm)."""
+        return self._update_registration(
+            trigger,
+            "SET pending_due = :due",
+            {":due": format_time(due), ":now": now_ms},
+            extra=" AND (attribute_not_exists(claim_until) OR claim_until < :now)",
+        )
+
+
+def _encode_cursor(key: Item) -> str:
+    return base64.urlsafe_b64encode(json.dumps(key, sort_keys=True).encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str, list_pk: str) -> Item:
+    """A cursor back into the key it came from, refused unless it is this account's listing's."""
+    refused = BadRequestError("cursor is not one this service gave for this listing; start without it")
+    try:
+        key = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (binascii.Error, ValueError):
+        raise refused from None
+    if not isinstance(key, dict) or key.get("list_pk") != list_pk or set(key) != {"pk", "list_pk", "list_sk"}:
+        raise refused
+    if not all(isinstance(v, str) for v in key.values()):
+        raise refused
+    return key

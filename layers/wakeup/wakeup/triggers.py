@@ -1,0 +1,112 @@
+"""Arming a registration: an SQS message for a near wake, a one-time schedule for a far one.
+
+A trigger only says "look at this registration now"; the table decides whether a call is owed, so
+a trigger that arrives twice, late or for a replaced registration does no harm.
+"""
+
+import json
+import math
+from dataclasses import asdict
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from wakeup import aws
+from wakeup.model import Trigger
+from wakeup.settings import SQS_MAX_DELAY_S, Settings
+
+# A schedule's time must be safely in the future when it is created: AWS refuses `at()` in the
+# past, and one a moment away could pass before the request lands.
+SCHEDULE_SAFETY_S = 2
+# Scheduler's own retries of a failed invocation, and for how long, before its dead-letter queue.
+SCHEDULE_RETRY = {"MaximumRetryAttempts": 10, "MaximumEventAgeInSeconds": 3600}
+
+
+class Armed(StrEnum):
+    QUEUE = "queue"
+    SCHEDULE = "schedule"
+
+
+def schedule_name(instance_id: str) -> str:
+    """The one schedule an instance can have."""
+    return f"wake-{instance_id}"
+
+
+class Triggers:
+    """Sends triggers through SQS and EventBridge Scheduler, with clients given or made."""
+
+    def __init__(self, settings: Settings, sqs: Any = None, scheduler: Any = None) -> None:
+        self.settings = settings
+        self.sqs = sqs or aws.client("sqs")
+        self.scheduler = scheduler or aws.client("scheduler")
+
+    def route(self, due: datetime, now: datetime) -> Armed:
+        """Which way a trigger for `due` goes: SQS within the horizon, Scheduler beyond it."""
+        wait = (due - now).total_seconds()
+        fire = wait - self.settings.schedule_lead_s
+        if wait <= self.settings.sqs_horizon_s or (wait <= SQS_MAX_DELAY_S and fire < SCHEDULE_SAFETY_S):
+            return Armed.QUEUE
+        return Armed.SCHEDULE
+
+    def arm(self, trigger: Trigger, due: datetime, now: datetime) -> Armed:
+        """Arms `trigger` to arrive just before `due` (never after it, when AWS keeps time)."""
+        way = self.route(due, now)
+        if way is Armed.QUEUE:
+            self.send(trigger, delay_s=(due - now).total_seconds())
+        else:
+            self.schedule(trigger, due - timedelta(seconds=self.settings.schedule_lead_s))
+        return way
+
+    def send(self, trigger: Trigger, delay_s: float) -> None:
+        """An SQS message delayed by whole seconds, so it arrives up to a second before its time."""
+        delay = min(max(math.floor(delay_s), 0), SQS_MAX_DELAY_S)
+        self.sqs.send_message(
+            QueueUrl=self.settings.queue_url, MessageBody=json.dumps(asdict(trigger)), DelaySeconds=delay
+        )
+
+    def schedule(self, trigger: Trigger, fire_at: datetime) -> None:
+        """Creates or replaces the instance's one-time schedule (an update replaces every field)."""
+        target: dict[str, Any] = {
+            "Arn": self.settings.caller_arn,
+            "RoleArn": self.settings.scheduler_role_arn,
+            "Input": json.dumps(asdict(trigger)),
+            "RetryPolicy": SCHEDULE_RETRY,
+        }
+        if self.settings.schedules_dlq_arn:
+            target["DeadLetterConfig"] = {"Arn": self.settings.schedules_dlq_arn}
+        definition = {
+            "Name": schedule_name(trigger.instance_id),
+            "GroupName": self.settings.schedule_group,
+            "ScheduleExpression": f"at({fire_at.strftime('%Y-%m-%dT%H:%M:%S')})",
+            "ScheduleExpressionTimezone": "UTC",
+            "FlexibleTimeWindow": {"Mode": "OFF"},
+            "Target": target,
+            "ActionAfterCompletion": "DELETE",
+            "State": "ENABLED",
+        }
+        # Create first (most far wakes are new); a schedule made or removed meanwhile by another
+        # request for the same instance turns the call into the other one.
+        for _ in range(3):
+            try:
+                self.scheduler.create_schedule(**definition)
+                return
+            except ClientError as exc:
+                if aws.error_code(exc) != "ConflictException":
+                    raise
+            try:
+                self.scheduler.update_schedule(**definition)
+                return
+            except ClientError as exc:
+                if aws.error_code(exc) != "ResourceNotFoundException":
+                    raise
+        raise RuntimeError("the schedule kept changing under concurrent requests")
+
+    def unschedule(self, instance_id: str) -> None:
+        """Removes the instance's schedule, if it has one."""
+        try:
+            self.scheduler.delete_schedule(Name=schedule_name(instance_id), GroupName=self.settings.schedule_group)
+        except ClientError as exc:
+            if aws.error_code(exc) != "ResourceNotFoundException":
+                raise

@@ -1,0 +1,78 @@
+"""Registering a wake and keeping its one trigger in step with the table.
+
+The table is the truth; triggers are hints. A registration is written first, then armed; when
+arming fails the request answers 503 and the sweeper re-arms the wake once it is overdue.
+"""
+
+import uuid
+from datetime import datetime
+
+from wakeup.errors import UnauthorizedError, UnavailableError
+from wakeup.model import Instance, Trigger
+from wakeup.observability import logger
+from wakeup.store import Store
+from wakeup.triggers import Armed, Triggers
+
+# How often a writer re-reads after arming a schedule before it leaves the rest to later writers.
+_CONVERGE_ROUNDS = 5
+
+
+def trigger_for(instance: Instance) -> Trigger | None:
+    """The trigger the instance's pending registration needs now, None when nothing is owed."""
+    if not instance.pending or instance.reg is None:
+        return None
+    return Trigger(instance.id, instance.reg, instance.attempts)
+
+
+def register_wake(store: Store, triggers: Triggers, instance_id: str, at: datetime, now: datetime) -> None:
+    """Replaces the instance's wake by one at `at` (a past time means now) and arms it."""
+    reg = uuid.uuid4().hex
+    previous = store.register_wake(instance_id, at, reg)
+    if previous is None:
+        raise UnauthorizedError("this instance token is no longer registered")
+    trigger = Trigger(instance_id, reg, 0)
+    try:
+        armed = triggers.arm(trigger, at, now)
+        if armed is Armed.QUEUE and _may_have_schedule(previous, now):
+            triggers.unschedule(instance_id)
+        if armed is Armed.SCHEDULE:
+            converge(store, triggers, instance_id, trigger, now)
+    except Exception as exc:
+        # The registration stands in the table: the sweeper arms it once it is overdue.
+        logger.exception("arming failed", instance_id=instance_id)
+        raise UnavailableError("the wake was recorded but could not be armed; retry the request") from exc
+
+
+def forget_trigger(triggers: Triggers, previous: Instance | None, now: datetime) -> None:
+    """Removes the schedule a replaced, moved or deleted registration may have left."""
+    if previous is not None and _may_have_schedule(previous, now):
+        triggers.unschedule(previous.id)
+
+
+def _may_have_schedule(previous: Instance, now: datetime) -> bool:
+    # A schedule exists only for a pending wake that was beyond the horizon when armed; one due
+    # already has fired (and deleted itself), so only a wake still ahead can have one.
+    return previous.pending and previous.due is not None and previous.due > now
+
+
+def converge(store: Store, triggers: Triggers, instance_id: str, armed: Trigger, now: datetime) -> None:
+    """Re-reads after arming the instance's one schedule, and re-arms until it matches the table.
+
+    Two requests can write the table in one order and the schedule in the other; the one that
+    sees a newer registration than it armed arms that one (or removes the schedule when the newer
+    one went through SQS), so the last writer leaves the schedule right.
+    """
+    for _ in range(_CONVERGE_ROUNDS):
+        current = store.get_instance(instance_id)
+        wanted = trigger_for(current) if current else None
+        if wanted == armed:
+            return
+        if current is None or wanted is None or current.due is None:
+            triggers.unschedule(instance_id)
+            return
+        if triggers.route(current.due, now) is Armed.QUEUE:
+            # Its writer sent its own message; only the stale schedule is left to remove.
+            triggers.unschedule(instance_id)
+            return
+        triggers.arm(wanted, current.due, now)
+        armed = wanted

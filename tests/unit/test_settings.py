@@ -1,0 +1,27 @@
+import pytest
+from pydantic import ValidationError
+
+from wakeup.settings import Settings
+
+
+def test_defaults_follow_the_design() -> None:
+    settings = Settings.model_validate({"WAKEUP_TABLE": "t"})
+    assert settings.sqs_horizon_s == 840
+    assert settings.schedule_lead_s == 60
+    assert settings.call_timeout_s == 10
+    assert settings.max_wake_age_s == 0
+
+
+def test_a_lead_not_shorter_than_the_horizon_is_refused() -> None:
+    with pytest.raises(ValidationError, match="WAKEUP_SCHEDULE_LEAD_S"):
+        Settings.model_validate({"WAKEUP_TABLE": "t", "WAKEUP_SQS_HORIZON_S": "60", "WAKEUP_SCHEDULE_LEAD_S": "60"})
+
+
+def test_a_horizon_beyond_the_sqs_delay_limit_is_refused() -> None:
+    with pytest.raises(ValidationError):
+        Settings.model_validate({"WAKEUP_TABLE": "t", "WAKEUP_SQS_HORIZON_S": "901"})
+
+
+def test_a_lease_not_longer_than_the_call_timeout_is_refused() -> None:
+    with pytest.raises(ValidationError, match="WAKEUP_CLAIM_LEASE_S"):
+        Settings.model_validate({"WAKEUP_TABLE": "t", "WAKEUP_CALL_TIMEOUT_S": "10", "WAKEUP_CLAIM_LEASE_S": "10"})

@@ -1,0 +1,107 @@
+import json
+from datetime import UTC, datetime, timedelta
+
+import boto3
+import pytest
+from botocore.stub import ANY, Stubber
+
+from wakeup.model import Trigger
+from wakeup.settings import Settings
+from wakeup.triggers import Armed, Triggers
+
+NOW = datetime(2026, 12, 1, 9, 0, 0, 400000, tzinfo=UTC)
+TRIGGER = Trigger("0b7e1f0e-6f43-4c5e-9d55-3b1f6d3c2a10", "reg1", 0)
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return Settings.model_validate(
+        {
+            "WAKEUP_TABLE": "t",
+            "WAKEUP_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/q",
+            "WAKEUP_SCHEDULE_GROUP": "g",
+            "WAKEUP_CALLER_ARN": "arn:aws:lambda:us-east-1:123456789012:function:s-caller",
+            "WAKEUP_SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/r",
+        }
+    )
+
+
+def clients() -> tuple[object, object]:
+    region = {"region_name": "us-east-1", "aws_access_key_id": "x", "aws_secret_access_key": "x"}
+    return boto3.client("sqs", **region), boto3.client("scheduler", **region)
+
+
+def test_a_wake_within_the_horizon_goes_to_sqs_delayed_to_just_before_it(settings: Settings) -> None:
+    sqs, scheduler = clients()
+    with Stubber(sqs) as stub:
+        stub.add_response(
+            "send_message",
+            {"MessageId": "m"},
+            {"QueueUrl": settings.queue_url, "MessageBody": ANY, "DelaySeconds": 120},
+        )
+        armed = Triggers(settings, sqs, scheduler).arm(TRIGGER, NOW + timedelta(seconds=120.9), NOW)
+    assert armed is Armed.QUEUE
+
+
+def test_a_wake_in_the_past_is_sent_without_delay(settings: Settings) -> None:
+    sqs, scheduler = clients()
+    with Stubber(sqs) as stub:
+        stub.add_response("send_message", {"MessageId": "m"}, {"QueueUrl": ANY, "MessageBody": ANY, "DelaySeconds": 0})
+        Triggers(settings, sqs, scheduler).arm(TRIGGER, NOW - timedelta(hours=1), NOW)
+
+
+def test_a_far_wake_is_one_schedule_a_lead_early_in_utc_deleted_after_completion(settings: Settings) -> None:
+    sqs, scheduler = clients()
+    due = NOW + timedelta(hours=5)
+    with Stubber(scheduler) as stub:
+        stub.add_response(
+            "create_schedule",
+            {"ScheduleArn": "arn:aws:scheduler:us-east-1:123456789012:schedule/g/x"},
+            {
+                "Name": f"wake-{TRIGGER.instance_id}",
+                "GroupName": "g",
+                "ScheduleExpression": "at(2026-12-01T13:59:00)",
+                "ScheduleExpressionTimezone": "UTC",
+                "FlexibleTimeWindow": {"Mode": "OFF"},
+                "Target": ANY,
+                "ActionAfterCompletion": "DELETE",
+                "State": "ENABLED",
+            },
+        )
+        armed = Triggers(settings, sqs, scheduler).arm(TRIGGER, due, NOW)
+    assert armed is Armed.SCHEDULE
+
+
+def test_an_existing_schedule_is_replaced_whole(settings: Settings) -> None:
+    sqs, scheduler = clients()
+    with Stubber(scheduler) as stub:
+        stub.add_client_error("create_schedule", "ConflictException", http_status_code=409)
+        stub.add_response("update_schedule", {"ScheduleArn": "arn:x"}, None)
+        Triggers(settings, sqs, scheduler).arm(TRIGGER, NOW + timedelta(days=3), NOW)
+        stub.assert_no_pending_responses()
+
+
+def test_the_schedule_carries_the_trigger_to_the_caller(settings: Settings) -> None:
+    sqs, scheduler = clients()
+    seen: dict[str, object] = {}
+    scheduler.meta.events.register(
+        "provide-client-params.scheduler.CreateSchedule", lambda params, **_: seen.update(params)
+    )
+    with Stubber(scheduler) as stub:
+        stub.add_response("create_schedule", {"ScheduleArn": "arn:x"}, None)
+        Triggers(settings, sqs, scheduler).arm(TRIGGER, NOW + timedelta(days=3), NOW)
+    target = seen["Target"]
+    assert isinstance(target, dict)
+    assert target["Arn"] == settings.caller_arn and target["RoleArn"] == settings.scheduler_role_arn
+    assert json.loads(target["Input"]) == {"instance_id": TRIGGER.instance_id, "reg": "reg1", "attempt": 0}
+
+
+@pytest.mark.parametrize("seconds_ahead", [0, 1, 500, 840, 841, 900, 3600, 86400 * 400])
+def test_nothing_is_ever_scheduled_in_the_past(settings: Settings, seconds_ahead: int) -> None:
+    due = NOW + timedelta(seconds=seconds_ahead)
+    triggers = Triggers(settings, *clients())
+    if triggers.route(due, NOW) is Armed.SCHEDULE:
+        fire = due - timedelta(seconds=settings.schedule_lead_s)
+        assert fire > NOW + timedelta(seconds=1)
+    else:
+        assert seconds_ahead <= 900
