@@ -18,7 +18,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from wakeup import aws
-from wakeup.errors import BadRequestError, ConflictError, UnauthorizedError
+from wakeup.errors import BadRequestError, ConflictError, UnauthorizedError, UnavailableError
 from wakeup.model import Account, Instance, TokenOwner, Trigger
 from wakeup.times import format_time, parse_stored
 from wakeup.tokens import TokenKind
@@ -29,7 +29,7 @@ BY_ACCOUNT = "ByAccount"
 PENDING_WAKES = "PendingWakes"
 
 # What a registration is made of; a move or a new registration clears all of it.
-_REGISTRATION_FIELDS = ("at", "reg", "called_at", "last_error", "claim_until", "pending_shard", "pending_due")
+_REGISTRATION_FIELDS = ("#at", "reg", "called_at", "last_error", "claim_until", "pending_shard", "pending_due")
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -177,23 +177,30 @@ class Store:
         return [_instance(item) for item in items]
 
     def list_instances(self, account_id: str, limit: int, cursor: str | None) -> Page:
-        """One page of an account's instances, oldest first; `cursor` is a previous page's next."""
+        """One page of an account's instances, oldest first; `cursor` is a previous page's next.
+
+        One item more than the page is read, so the last page says so (`next` None) instead of
+        sending the caller for an empty one.
+        """
         list_pk = _account_key(account_id)
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": BY_ACCOUNT,
             "KeyConditionExpression": "list_pk = :p",
             "ExpressionAttributeValues": _dump({":p": list_pk}),
-            "Limit": limit,
+            "Limit": limit + 1,
         }
         if cursor:
             kwargs["ExclusiveStartKey"] = _dump(_decode_cursor(cursor, list_pk))
         found = self.client.query(**kwargs)
-        last = found.get("LastEvaluatedKey")
-        return Page(
-            instances=[_instance(_load(item)) for item in found["Items"]],
-            next_cursor=_encode_cursor(_load(last)) if last else None,
-        )
+        items = [_load(item) for item in found["Items"]]
+        last: Item | None = None
+        if len(items) > limit:
+            items = items[:limit]
+            last = {key: items[-1][key] for key in ("pk", "list_pk", "list_sk")}
+        elif "LastEvaluatedKey" in found:  # DynamoDB stopped early (its 1 MB page)
+            last = _load(found["LastEvaluatedKey"])
+        return Page([_instance(item) for item in items], _encode_cursor(last) if last else None)
 
     def overdue(self, shard: int, before: datetime) -> list[Instance]:
         """Instances in one shard of the pending-wakes index whose next call was due before `before`."""
@@ -357,7 +364,7 @@ class Store:
             raise ConflictError()
         current = self.get_instance(owner.instance_id)
         if current is None:  # deleted between the two reads: the token is free again
-            raise ConflictError("this instance token was being deleted; retry the request")
+            raise UnavailableError("this instance token was being deleted; retry the request")
         if current.url == url:
             return Registered(current, created=False)
         try:
@@ -366,13 +373,13 @@ class Store:
                 Key=_dump({"pk": _instance_key(current.id)}),
                 UpdateExpression="SET #url = :url, attempts = :zero REMOVE " + ", ".join(_REGISTRATION_FIELDS),
                 ConditionExpression="attribute_exists(pk) AND token_hash = :h",
-                ExpressionAttributeNames={"#url": "url"},
+                ExpressionAttributeNames={"#url": "url", "#at": "at"},
                 ExpressionAttributeValues=_dump({":url": url, ":zero": 0, ":h": token_hash}),
                 ReturnValues="ALL_OLD",
             )
         except ClientError as exc:
             if _condition_failed(exc):
-                raise ConflictError("this instance token was being deleted; retry the request") from exc
+                raise UnavailableError("this instance token was being deleted; retry the request") from exc
             raise
         moved = Instance(id=current.id, account_id=account_id, url=url, created_at=current.created_at)
         return Registered(moved, created=False, moved_from=_instance(_load(found["Attributes"])))

@@ -1,0 +1,31 @@
+"""wakeup-client: the wakeup service from Python.
+
+- ``WakeupClient``: an account registers, reads, lists and deletes its instances.
+- ``InstanceClient``: a host asks to be woken (``wake_at``, ``wake_in``).
+- ``mint_instance_token``: a fresh ``swi_`` token for a new instance.
+- ``WakeupResource``: plan and apply an instance from a desired URL.
+- ``wakeup_client.testing.FakeWakeupService``: the service in memory, for tests.
+
+Every failure is a ``WakeupError`` whose ``retryable`` says whether trying again can help.
+"""
+
+from .account import WakeupClient
+from .errors import ErrorCode, WakeupError
+from .instance import InstanceClient
+from .models import Instance, Registration
+from .resources import InMemorySecretStore, Plan, SecretStore, WakeupResource
+from .tokens import mint_instance_token
+
+__all__ = [
+    "ErrorCode",
+    "InMemorySecretStore",
+    "Instance",
+    "InstanceClient",
+    "Plan",
+    "Registration",
+    "SecretStore",
+    "WakeupClient",
+    "WakeupError",
+    "WakeupResource",
+    "mint_instance_token",
+]

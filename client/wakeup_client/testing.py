@@ -1,0 +1,356 @@
+"""``FakeWakeupService``: the wakeup service in memory, for tests of code that uses the clients.
+
+It answers the HTTP contract (DESIGN section 2) with the service's rules: token kinds and hashes,
+201 / 200 / 409 on register, 403 for another account's instance, 404 for an unknown or malformed
+id, a move forgetting the wake, a new wake replacing the old, pages with a cursor. It is mounted
+into a ``requests.Session`` as a transport adapter, so the real clients talk to it unchanged::
+
+    fake = FakeWakeupService()
+    account = WakeupClient(fake.url, fake.account_token, session=fake.session())
+
+Nothing calls hosts: a test asks ``fake.due(when)`` which wakes the service would call by then,
+and reports each host's answer with ``fake.record_answer(wake, status)``, which updates
+``calledAt``, ``attempts`` and ``lastError`` (and the retry backoff) as the service would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import secrets
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3 import HTTPResponse
+
+from .formats import format_time, normalise_url, parse_time
+
+MAX_BODY_BYTES = 16 * 1024
+MAX_PAGE_SIZE = 100
+MAX_BACKOFF_S = 900
+_TOKENS = {"account": re.compile(r"swa_[A-Za-z0-9_-]{32,128}"), "instance": re.compile(r"swi_[A-Za-z0-9_-]{32,128}")}
+_BEARER = re.compile(r"Bearer +(\S+)", re.IGNORECASE)
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_INSTANCE_PATH = re.compile(r"/wakeup/instances/([^/]+)")
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DueWake:
+    """A call the service would make now: to ``url``/wake, for the registration of ``at``."""
+
+    instance_id: str
+    url: str
+    at: datetime
+    attempt: int
+    """1 for the first call, n + 1 after n failures in a row."""
+
+
+class _Refusal(Exception):
+    """Raised inside the fake to answer with an error status and the service's error body."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+@dataclass
+class _Account:
+    id: str
+    revoked: bool = False
+
+
+@dataclass
+class _Instance:
+    id: str
+    account_id: str
+    url: str
+    token_hash: str
+    seq: int
+    at: datetime | None = None
+    called_at: datetime | None = None
+    attempts: int = 0
+    last_error: str | None = None
+    # When the next call to the host is due; None when nothing is pending.
+    next_call: datetime | None = None
+
+    def forget_wake(self) -> None:
+        self.at = self.called_at = self.last_error = self.next_call = None
+        self.attempts = 0
+
+    def shown(self) -> Json:
+        return {
+            "id": self.id,
+            "url": self.url,
+            "at": None if self.at is None else format_time(self.at),
+            "calledAt": None if self.called_at is None else format_time(self.called_at),
+            "attempts": self.attempts,
+            "lastError": self.last_error,
+        }
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class FakeWakeupService:
+    """An in-memory wakeup service. ``account_token`` is a first account's, minted on creation."""
+
+    def __init__(self, *, url: str = "http://wakeup.invalid", clock: Callable[[], datetime] = _utc_now):
+        self.url = url.rstrip("/")
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._accounts: dict[str, _Account] = {}  # by token hash
+        self._instances: dict[str, _Instance] = {}  # by id
+        self._instance_tokens: dict[str, str] = {}  # token hash -> instance id
+        self._seq = 0
+        self.account_token = self.mint_account()
+
+    # --- for tests ------------------------------------------------------------------------------
+
+    def session(self) -> requests.Session:
+        """A session whose requests to ``url`` this fake answers (nothing goes on the network)."""
+        session = requests.Session()
+        session.mount(self.url + "/", _FakeAdapter(self))
+        return session
+
+    def mint_account(self, label: str = "account") -> str:
+        """A new account's ``swa_`` token. (``label`` is for symmetry with the local stack's.)"""
+        token = "swa_" + secrets.token_urlsafe(32)
+        with self._lock:
+            self._accounts[_hash(token)] = _Account(id=str(uuid.uuid4()))
+        return token
+
+    def revoke_account(self, token: str) -> None:
+        """Revoke the account: its token and its instances' tokens get 401 from now on."""
+        with self._lock:
+            self._accounts[_hash(token)].revoked = True
+
+    def due(self, when: datetime | None = None) -> list[DueWake]:
+        """The calls the service would make by ``when`` (default now), earliest first."""
+        moment = self._clock() if when is None else when
+        with self._lock:
+            pending = [i for i in self._instances.values() if i.next_call is not None and i.next_call <= moment]
+            pending.sort(key=lambda i: (i.next_call, i.seq))
+            return [DueWake(i.id, i.url, i.at, i.attempts + 1) for i in pending if i.at is not None]
+
+    def next_due(self) -> datetime | None:
+        """When the next call falls due (a wake's time, or a retry's), None when nothing is pending."""
+        with self._lock:
+            pending = [i.next_call for i in self._instances.values() if i.next_call is not None]
+            return min(pending, default=None)
+
+    def record_answer(
+        self, wake: DueWake, status: int | None = None, *, error: str | None = None, when: datetime | None = None
+    ) -> bool:
+        """Record the host's answer to ``wake``'s call at ``when`` (default now): an HTTP ``status``,
+        or ``error`` when there was none (``"timed out after 10 s"``, ``"connection refused"``).
+
+        A 2xx sets ``calledAt``; anything else counts a failed attempt, sets ``lastError`` and
+        puts the next call ``min(2^(n-1), 900)`` s later. As in the service, nothing is recorded
+        when the registration called was replaced, moved or deleted meanwhile: then it is False.
+        """
+        if (status is None) == (error is None):
+            raise ValueError("give the host's status, or the error of a call that got none")
+        moment = self._clock() if when is None else when
+        with self._lock:
+            instance = self._instances.get(wake.instance_id)
+            if instance is None or instance.at != wake.at or instance.url != wake.url or instance.next_call is None:
+                return False
+            if status is not None and 200 <= status <= 299:
+                instance.called_at = moment
+                instance.attempts = 0
+                instance.last_error = instance.next_call = None
+            else:
+                instance.attempts += 1
+                instance.last_error = error if error is not None else f"HTTP {status}"
+                backoff = min(2 ** (instance.attempts - 1), MAX_BACKOFF_S)
+                instance.next_call = moment + timedelta(seconds=backoff)
+            return True
+
+    # --- the HTTP contract --------------------------------------------------------------------
+
+    def handle(
+        self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes
+    ) -> tuple[int, Json | None, dict[str, str]]:
+        """Answer one request: its status, JSON body (None for no body) and extra headers."""
+        try:
+            with self._lock:
+                status, reply = self._route(method, path, parse_qs(query), headers, body)
+                return status, reply, {}
+        except _Refusal as refusal:
+            return refusal.status, {"error": refusal.message}, refusal.headers
+
+    def _route(
+        self, method: str, path: str, query: dict[str, list[str]], headers: Mapping[str, str], body: bytes
+    ) -> tuple[int, Json | None]:
+        if path == "/wakeup/instances":
+            self._allow(method, "GET", "POST")
+            account = self._account(headers)
+            if method == "POST":
+                return self._register(account, _json_object(body))
+            return 200, self._list(account, query)
+        if path == "/wakeup/wake":
+            self._allow(method, "PUT")
+            return self._wake(self._instance_by_token(headers), _json_object(body))
+        match = _INSTANCE_PATH.fullmatch(path)
+        if match is None:
+            raise _Refusal(404, f"there is no {path}: the routes are under /wakeup/instances and /wakeup/wake")
+        self._allow(method, "GET", "DELETE")
+        instance = self._owned(self._account(headers), unquote(match.group(1)))
+        if method == "GET":
+            return 200, instance.shown()
+        del self._instances[instance.id]
+        del self._instance_tokens[instance.token_hash]
+        return 204, None
+
+    @staticmethod
+    def _allow(method: str, *allowed: str) -> None:
+        if method not in allowed:
+            raise _Refusal(405, f"this path answers {', '.join(allowed)}, not {method}", {"Allow": ", ".join(allowed)})
+
+    def _token(self, headers: Mapping[str, str], kind: str) -> str:
+        bearer = _BEARER.fullmatch(headers.get("Authorization", "").strip())
+        if bearer is None or not _TOKENS[kind].fullmatch(bearer.group(1)):
+            raise _Refusal(
+                401, f"this route needs an {kind} token: send Authorization: Bearer {_TOKENS[kind].pattern[:4]}..."
+            )
+        return _hash(bearer.group(1))
+
+    def _account(self, headers: Mapping[str, str]) -> _Account:
+        account = self._accounts.get(self._token(headers, "account"))
+        if account is None or account.revoked:
+            raise _Refusal(401, "the account token is unknown or revoked")
+        return account
+
+    def _instance_by_token(self, headers: Mapping[str, str]) -> _Instance:
+        instance_id = self._instance_tokens.get(self._token(headers, "instance"))
+        instance = None if instance_id is None else self._instances[instance_id]
+        if instance is None or self._account_by_id(instance.account_id).revoked:
+            raise _Refusal(401, "the instance token is unknown, or its instance was deleted")
+        return instance
+
+    def _account_by_id(self, account_id: str) -> _Account:
+        return next(a for a in self._accounts.values() if a.id == account_id)
+
+    def _owned(self, account: _Account, instance_id: str) -> _Instance:
+        instance = self._instances.get(instance_id) if _UUID.fullmatch(instance_id) else None
+        if instance is None:
+            raise _Refusal(404, f"there is no instance {instance_id}")
+        if instance.account_id != account.id:
+            raise _Refusal(403, f"instance {instance_id} belongs to another account")
+        return instance
+
+    def _register(self, account: _Account, body: Json) -> tuple[int, Json]:
+        url, token = body.get("url"), body.get("token")
+        if not isinstance(url, str):
+            raise _Refusal(400, "url is required: the host's http(s) URL")
+        try:
+            url = normalise_url(url)
+        except ValueError as exc:
+            raise _Refusal(400, str(exc)) from exc
+        if not isinstance(token, str) or not _TOKENS["instance"].fullmatch(token):
+            raise _Refusal(400, "token must be an instance token: swi_ and 32 to 128 url-safe base64 characters")
+        token_hash = _hash(token)
+        known = self._instance_tokens.get(token_hash)
+        if known is None:
+            self._seq += 1
+            instance = _Instance(str(uuid.uuid4()), account.id, url, token_hash, self._seq)
+            self._instances[instance.id] = instance
+            self._instance_tokens[token_hash] = instance.id
+            return 201, {"id": instance.id}
+        instance = self._instances[known]
+        if instance.account_id != account.id:
+            raise _Refusal(409, "another account registered this instance token")
+        if instance.url != url:
+            # The host moved: nothing is called at either URL until it registers a wake again.
+            instance.url = url
+            instance.forget_wake()
+        return 200, {"id": instance.id}
+
+    def _list(self, account: _Account, query: dict[str, list[str]]) -> Json:
+        limit = query.get("limit", [str(MAX_PAGE_SIZE)])[0]
+        if not limit.isdigit() or not 1 <= int(limit) <= MAX_PAGE_SIZE:
+            raise _Refusal(400, f"limit must be a whole number from 1 to {MAX_PAGE_SIZE}")
+        cursor = query.get("cursor", ["0"])[0]
+        if not cursor.isdigit():
+            raise _Refusal(400, "cursor is not one this service gave for this listing; start without it")
+        after = int(cursor)
+        mine = sorted(
+            (i for i in self._instances.values() if i.account_id == account.id and i.seq > after),
+            key=lambda i: i.seq,
+        )
+        page = mine[: int(limit)]
+        more = len(mine) > len(page)
+        return {"instances": [i.shown() for i in page], "next": str(page[-1].seq) if more else None}
+
+    def _wake(self, instance: _Instance, body: Json) -> tuple[int, None]:
+        at = body.get("at")
+        if not isinstance(at, str):
+            raise _Refusal(400, "at is required: an ISO 8601 date-time with a time zone")
+        try:
+            moment = parse_time(at)
+        except ValueError as exc:
+            raise _Refusal(400, str(exc)) from exc
+        # The newest registration is the only one that counts: whatever was pending is replaced.
+        instance.forget_wake()
+        instance.at = instance.next_call = moment
+        return 204, None
+
+
+def _json_object(body: bytes) -> Json:
+    if len(body) > MAX_BODY_BYTES:
+        raise _Refusal(413, "the body is over 16 KiB")
+    try:
+        value = json.loads(body)
+    except ValueError as exc:
+        raise _Refusal(400, "the body must be a JSON object") from exc
+    if not isinstance(value, dict):
+        raise _Refusal(400, "the body must be a JSON object")
+    return value
+
+
+class _FakeAdapter(HTTPAdapter):
+    """A transport that hands each request to the fake instead of the network."""
+
+    def __init__(self, service: FakeWakeupService) -> None:
+        super().__init__()
+        self._service = service
+
+    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
+        parts = urlsplit(request.url or "")
+        content = request.body or b""
+        status, reply, extra_headers = self._service.handle(
+            request.method or "GET",
+            parts.path,
+            parts.query,
+            request.headers,
+            content.encode() if isinstance(content, str) else content,
+        )
+        data = b"" if reply is None else json.dumps(reply).encode()
+        headers = {**extra_headers, "Content-Type": "application/json"} if reply is not None else extra_headers
+        raw = HTTPResponse(
+            body=io.BytesIO(data),
+            headers={**headers, "Content-Length": str(len(data))},
+            status=status,
+            reason=HTTPStatus(status).phrase,
+            preload_content=False,
+        )
+        return self.build_response(request, raw)
