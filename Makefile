@@ -50,14 +50,20 @@ $(SAM):
 	$(SAM_VENV)/bin/pip install --quiet --upgrade pip
 	$(SAM_VENV)/bin/pip install --quiet 'aws-sam-cli==$(SAM_CLI_VERSION)'
 
-build: $(SAM)
+# Checked before anything is installed, so a machine without 3.13 hears so at once.
+.PHONY: python313
+python313:
 	@test -n "$(PYTHON313_BIN)" || { echo "make build needs Python 3.13, the Lambda runtime's interpreter," \
 		"and found none: install it (pyenv install 3.13, or your system's python3.13 package) so that" \
 		"python3.13 runs, then run make build again." >&2; exit 1; }
+
+build: python313 $(SAM)
 	PATH="$(PYTHON313_BIN):$$PATH" $(SAM) build --build-dir $(SAM_BUILD_DIR) --cache-dir $(SAM_CACHE_DIR)
 
+# samconfig.toml named in full: with --template-file, SAM would look for it beside the built template.
 deploy: build
-	$(SAM) deploy --config-env $(ENV) --template-file $(SAM_BUILD_DIR)/template.yaml
+	$(SAM) deploy --config-file $(CURDIR)/samconfig.toml --config-env $(ENV) \
+		--template-file $(SAM_BUILD_DIR)/template.yaml
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) .aws-sam .mypy_cache .pytest_cache .ruff_cache

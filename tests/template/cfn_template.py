@@ -1,0 +1,76 @@
+"""Load `template.yaml` as CloudFormation does, for the template's tests.
+
+The tags (`!Ref`, `!GetAtt`, `!Sub`, ...) become their long forms (`{"Ref": ...}`,
+`{"Fn::GetAtt": [...]}`, `{"Fn::Sub": ...}`), so the tests read the same structure that
+CloudFormation receives, rather than a file with its tags stripped.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+TEMPLATE = REPO / "template.yaml"
+
+# `${Name}` or `${Resource.Attribute}` in a !Sub string; `${!Literal}` is an escape, not a variable.
+SUB_VARIABLE = re.compile(r"\$\{(?!!)([^}]+)\}")
+
+
+class CloudFormationLoader(yaml.SafeLoader):
+    """A safe YAML loader that knows CloudFormation's short-form intrinsic functions."""
+
+
+def _construct_intrinsic(loader: yaml.SafeLoader, tag_suffix: str, node: yaml.Node) -> dict[str, Any]:
+    value: Any
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        assert isinstance(node, yaml.MappingNode)
+        value = loader.construct_mapping(node, deep=True)
+    if tag_suffix == "Ref":
+        return {"Ref": value}
+    if tag_suffix == "Condition":
+        return {"Condition": value}
+    if tag_suffix == "GetAtt" and isinstance(value, str):
+        # The short form `!GetAtt Resource.Attribute` is the list [Resource, Attribute].
+        resource, attribute = value.split(".", 1)
+        return {"Fn::GetAtt": [resource, attribute]}
+    return {f"Fn::{tag_suffix}": value}
+
+
+CloudFormationLoader.add_multi_constructor("!", _construct_intrinsic)
+
+
+def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
+    """The template at `path` with its intrinsic functions in their long form."""
+    with path.open(encoding="utf-8") as stream:
+        # A SafeLoader subclass: no arbitrary objects are built.
+        loaded = yaml.load(stream, Loader=CloudFormationLoader)
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def resources_of_type(template: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
+    """The template's resources of one type, by logical id."""
+    return {
+        logical_id: resource
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] == resource_type
+    }
+
+
+def sub_variables(text: str) -> list[str]:
+    """The variables a !Sub string names, `${!...}` escapes left out."""
+    return SUB_VARIABLE.findall(text)
+
+
+def substitute(text: str, value_of: dict[str, str]) -> str:
+    """`text` with each `${...}` replaced as !Sub would, from `value_of` (a KeyError if missing)."""
+    replaced = SUB_VARIABLE.sub(lambda match: value_of[match.group(1)], text)
+    return replaced.replace("${!", "${")

@@ -1,0 +1,373 @@
+"""template.yaml: lint-clean, and the resources, settings and routes everyone builds against.
+
+docs/architecture.md names the logical ids, settings and table shape; DESIGN section 4 and issue 5
+the rest. These tests read the template as CloudFormation receives it (see cfn_template).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cfn_template import REPO, TEMPLATE, CloudFormationLoader, resources_of_type, sub_variables
+
+SERVICE_OF_FUNCTION = {
+    "InstancesFunction": "instances",
+    "WakeFunction": "wake",
+    "CallerFunction": "caller",
+    "SweeperFunction": "sweeper",
+}
+
+HANDLER_OF_FUNCTION = {
+    "InstancesFunction": ("functions/instances/", "instances_handler.lambda_handler"),
+    "WakeFunction": ("functions/wake/", "wake_handler.lambda_handler"),
+    "CallerFunction": ("functions/caller/", "caller_handler.lambda_handler"),
+    "SweeperFunction": ("functions/sweeper/", "sweeper_handler.lambda_handler"),
+}
+
+# Properties that give a resource a physical name: a fixed one would keep two stacks of this
+# template from living side by side in one account.
+NAME_PROPERTIES = {
+    "TableName",
+    "QueueName",
+    "Name",
+    "RoleName",
+    "FunctionName",
+    "LogGroupName",
+    "DashboardName",
+    "TopicName",
+    "AlarmName",
+    "LayerName",
+}
+
+
+def test_cfn_lint_reports_nothing() -> None:
+    cfn_lint = Path(sys.executable).parent / "cfn-lint"
+
+    result = subprocess.run([str(cfn_lint), str(TEMPLATE)], capture_output=True, text=True, timeout=120, check=False)
+
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_loader_turns_short_form_tags_into_intrinsic_functions() -> None:
+    text = textwrap.dedent(
+        """
+        a: !Ref Table
+        b: !GetAtt SchedulerRole.Arn
+        c: !Sub "${Table.Arn}/index/ByAccount"
+        d: !Not [!Equals [!Ref AlarmEmail, ""]]
+        """
+    )
+
+    loaded = yaml.load(text, Loader=CloudFormationLoader)
+
+    assert loaded == {
+        "a": {"Ref": "Table"},
+        "b": {"Fn::GetAtt": ["SchedulerRole", "Arn"]},
+        "c": {"Fn::Sub": "${Table.Arn}/index/ByAccount"},
+        "d": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmEmail"}, ""]}]},
+    }
+
+
+def test_the_logical_ids_of_the_architecture_exist(template: dict[str, Any]) -> None:
+    expected = {
+        "HttpApi": "AWS::Serverless::HttpApi",
+        "WakeupLayer": "AWS::Serverless::LayerVersion",
+        "InstancesFunction": "AWS::Serverless::Function",
+        "WakeFunction": "AWS::Serverless::Function",
+        "CallerFunction": "AWS::Serverless::Function",
+        "SweeperFunction": "AWS::Serverless::Function",
+        "Table": "AWS::DynamoDB::Table",
+        "CallerQueue": "AWS::SQS::Queue",
+        "CallerDeadLetterQueue": "AWS::SQS::Queue",
+        "ScheduleGroup": "AWS::Scheduler::ScheduleGroup",
+        "SchedulerRole": "AWS::IAM::Role",
+        "SchedulesDeadLetterQueue": "AWS::SQS::Queue",
+        "Dashboard": "AWS::CloudWatch::Dashboard",
+        "AlarmTopic": "AWS::SNS::Topic",
+    }
+
+    found = {logical_id: template["Resources"].get(logical_id, {}).get("Type") for logical_id in expected}
+
+    assert found == expected
+
+
+def test_globals_give_every_function_the_runtime_tracing_layer_and_settings(
+    template: dict[str, Any],
+) -> None:
+    function_globals = template["Globals"]["Function"]
+    variables = function_globals["Environment"]["Variables"]
+
+    assert function_globals["Runtime"] == "python3.13"
+    assert function_globals["Architectures"] == ["arm64"]
+    assert function_globals["Tracing"] == "Active"
+    assert function_globals["Layers"] == [{"Ref": "WakeupLayer"}]
+    assert variables == {
+        "POWERTOOLS_METRICS_NAMESPACE": "Wakeup",
+        "POWERTOOLS_LOG_LEVEL": {"Ref": "LogLevel"},
+        "WAKEUP_TABLE": {"Ref": "Table"},
+        "WAKEUP_QUEUE_URL": {"Ref": "CallerQueue"},
+        "WAKEUP_SCHEDULE_GROUP": {"Ref": "ScheduleGroup"},
+        "WAKEUP_CALLER_ARN": {
+            "Fn::Sub": "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-caller"
+        },
+        "WAKEUP_SCHEDULER_ROLE_ARN": {"Fn::GetAtt": ["SchedulerRole", "Arn"]},
+        "WAKEUP_SCHEDULES_DLQ_ARN": {"Fn::GetAtt": ["SchedulesDeadLetterQueue", "Arn"]},
+        "WAKEUP_MAX_WAKE_AGE_S": {"Ref": "MaxWakeAgeSeconds"},
+        "WAKEUP_SQS_HORIZON_S": {"Ref": "SqsHorizonSeconds"},
+        "WAKEUP_SCHEDULE_LEAD_S": {"Ref": "ScheduleLeadSeconds"},
+    }
+
+
+def test_settings_parameters_default_to_the_architecture_defaults(template: dict[str, Any]) -> None:
+    parameters = template["Parameters"]
+
+    defaults = {name: parameters[name]["Default"] for name in parameters}
+
+    assert defaults["SqsHorizonSeconds"] == 840
+    assert parameters["SqsHorizonSeconds"]["MaxValue"] == 900
+    assert defaults["ScheduleLeadSeconds"] == 60
+    assert defaults["MaxWakeAgeSeconds"] == 0
+    assert defaults["AlarmEmail"] == ""
+    assert {"Stage", "LogLevel", "LogRetentionDays"} <= set(parameters)
+
+
+def test_the_caller_arn_setting_names_the_caller_function(template: dict[str, Any]) -> None:
+    caller_arn = template["Globals"]["Function"]["Environment"]["Variables"]["WAKEUP_CALLER_ARN"]["Fn::Sub"]
+
+    function_name = template["Resources"]["CallerFunction"]["Properties"]["FunctionName"]["Fn::Sub"]
+
+    assert caller_arn.endswith(f":function:{function_name}")
+
+
+@pytest.mark.parametrize("logical_id", sorted(SERVICE_OF_FUNCTION))
+def test_each_function_has_its_handler_code_folder_and_service_name(template: dict[str, Any], logical_id: str) -> None:
+    properties = template["Resources"][logical_id]["Properties"]
+    code_uri, handler = HANDLER_OF_FUNCTION[logical_id]
+
+    assert (properties["CodeUri"], properties["Handler"]) == (code_uri, handler)
+    assert (REPO / code_uri).is_dir()
+    assert properties["Environment"]["Variables"] == {"POWERTOOLS_SERVICE_NAME": SERVICE_OF_FUNCTION[logical_id]}
+
+
+@pytest.mark.parametrize("logical_id", sorted(SERVICE_OF_FUNCTION))
+def test_each_function_logs_to_its_own_log_group_with_retention(template: dict[str, Any], logical_id: str) -> None:
+    log_group_ref = template["Resources"][logical_id]["Properties"]["LoggingConfig"]["LogGroup"]
+
+    log_group = template["Resources"][log_group_ref["Ref"]]
+
+    assert log_group["Type"] == "AWS::Logs::LogGroup"
+    assert log_group["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+
+
+def test_function_log_groups_are_not_shared(template: dict[str, Any]) -> None:
+    log_groups = [
+        template["Resources"][logical_id]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+        for logical_id in SERVICE_OF_FUNCTION
+    ]
+
+    assert len(set(log_groups)) == len(SERVICE_OF_FUNCTION)
+
+
+def test_http_api_routes_are_the_contract_and_the_default_route(template: dict[str, Any]) -> None:
+    routes = set()
+    for logical_id, function in resources_of_type(template, "AWS::Serverless::Function").items():
+        for event in function["Properties"].get("Events", {}).values():
+            if event["Type"] == "HttpApi":
+                properties = event["Properties"]
+                assert properties["ApiId"] == {"Ref": "HttpApi"}
+                # SAM makes an HttpApi event with neither Path nor Method the `$default` route.
+                route = f"{properties['Method']} {properties['Path']}" if "Path" in properties else "$default"
+                routes.add((route, logical_id))
+
+    assert routes == {
+        ("POST /wakeup/instances", "InstancesFunction"),
+        ("GET /wakeup/instances", "InstancesFunction"),
+        ("GET /wakeup/instances/{id}", "InstancesFunction"),
+        ("DELETE /wakeup/instances/{id}", "InstancesFunction"),
+        ("$default", "InstancesFunction"),
+        ("PUT /wakeup/wake", "WakeFunction"),
+    }
+
+
+def test_http_api_throttles_routes_and_writes_json_access_logs(template: dict[str, Any]) -> None:
+    properties = template["Resources"]["HttpApi"]["Properties"]
+    access_logs = properties["AccessLogSettings"]
+
+    log_group = template["Resources"][access_logs["DestinationArn"]["Fn::GetAtt"][0]]
+
+    assert set(properties["DefaultRouteSettings"]) == {"ThrottlingRateLimit", "ThrottlingBurstLimit"}
+    assert "$context.requestId" in access_logs["Format"]
+    assert "Authorization" not in access_logs["Format"]
+    assert log_group["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+
+
+def test_access_log_format_is_json_once_api_gateway_fills_it(template: dict[str, Any]) -> None:
+    log_format = template["Resources"]["HttpApi"]["Properties"]["AccessLogSettings"]["Format"]
+
+    record = json.loads(log_format.replace("$context.", "context-"))
+
+    assert record["status"] == "context-status"
+
+
+def test_caller_reads_its_queue_in_batches_with_partial_failures(template: dict[str, Any]) -> None:
+    caller = template["Resources"]["CallerFunction"]["Properties"]
+    sqs_events = [event for event in caller["Events"].values() if event["Type"] == "SQS"]
+
+    assert sqs_events == [
+        {
+            "Type": "SQS",
+            "Properties": {
+                "Queue": {"Fn::GetAtt": ["CallerQueue", "Arn"]},
+                "BatchSize": 10,
+                "MaximumBatchingWindowInSeconds": 0,
+                "FunctionResponseTypes": ["ReportBatchItemFailures"],
+            },
+        }
+    ]
+
+
+def test_caller_queue_visibility_timeout_is_at_least_six_caller_timeouts(template: dict[str, Any]) -> None:
+    caller_timeout = template["Resources"]["CallerFunction"]["Properties"]["Timeout"]
+
+    visibility_timeout = template["Resources"]["CallerQueue"]["Properties"]["VisibilityTimeout"]
+
+    assert visibility_timeout >= 6 * caller_timeout
+
+
+def test_caller_queue_redrives_to_its_dead_letter_queue_after_five_receives(template: dict[str, Any]) -> None:
+    redrive = template["Resources"]["CallerQueue"]["Properties"]["RedrivePolicy"]
+
+    assert redrive == {"deadLetterTargetArn": {"Fn::GetAtt": ["CallerDeadLetterQueue", "Arn"]}, "maxReceiveCount": 5}
+
+
+@pytest.mark.parametrize("logical_id", ["CallerQueue", "CallerDeadLetterQueue", "SchedulesDeadLetterQueue"])
+def test_queues_are_encrypted(template: dict[str, Any], logical_id: str) -> None:
+    assert template["Resources"][logical_id]["Properties"]["SqsManagedSseEnabled"] is True
+
+
+@pytest.mark.parametrize("logical_id", ["CallerDeadLetterQueue", "SchedulesDeadLetterQueue"])
+def test_dead_letter_queues_keep_messages_fourteen_days(template: dict[str, Any], logical_id: str) -> None:
+    assert template["Resources"][logical_id]["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
+
+
+def test_table_is_retained_recoverable_and_encrypted(template: dict[str, Any]) -> None:
+    table = template["Resources"]["Table"]
+
+    assert (table["DeletionPolicy"], table["UpdateReplacePolicy"]) == ("Retain", "Retain")
+    assert table["Properties"]["BillingMode"] == "PAY_PER_REQUEST"
+    assert table["Properties"]["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert table["Properties"]["SSESpecification"] == {"SSEEnabled": True}
+
+
+def test_table_key_and_indexes_are_those_of_the_architecture(template: dict[str, Any]) -> None:
+    properties = template["Resources"]["Table"]["Properties"]
+
+    indexes = {
+        index["IndexName"]: (
+            [(key["AttributeName"], key["KeyType"]) for key in index["KeySchema"]],
+            index["Projection"]["ProjectionType"],
+        )
+        for index in properties["GlobalSecondaryIndexes"]
+    }
+
+    assert properties["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
+    assert {a["AttributeName"]: a["AttributeType"] for a in properties["AttributeDefinitions"]} == {
+        "pk": "S",
+        "list_pk": "S",
+        "list_sk": "S",
+        "pending_shard": "S",
+        "pending_due": "S",
+    }
+    assert indexes == {
+        "ByAccount": ([("list_pk", "HASH"), ("list_sk", "RANGE")], "ALL"),
+        "PendingWakes": ([("pending_shard", "HASH"), ("pending_due", "RANGE")], "ALL"),
+    }
+
+
+def test_sweeper_runs_every_minute(template: dict[str, Any]) -> None:
+    events = template["Resources"]["SweeperFunction"]["Properties"]["Events"]
+
+    schedules = [event["Properties"]["Schedule"] for event in events.values() if event["Type"] == "Schedule"]
+
+    assert schedules == ["rate(1 minute)"]
+
+
+def test_no_resource_has_a_fixed_physical_name(template: dict[str, Any]) -> None:
+    fixed = []
+    for logical_id, resource in template["Resources"].items():
+        for name_property in NAME_PROPERTIES & set(resource.get("Properties", {})):
+            name = resource["Properties"][name_property]
+            derived = isinstance(name, dict) and "${AWS::StackName}" in str(name.get("Fn::Sub", ""))
+            if not derived:
+                fixed.append(f"{logical_id}.{name_property}")
+
+    assert fixed == []
+
+
+def test_every_sub_variable_names_a_parameter_resource_or_pseudo_parameter(template: dict[str, Any]) -> None:
+    known = set(template["Parameters"]) | set(template["Resources"])
+    unknown = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "Fn::Sub" and isinstance(value, str):
+                    for variable in sub_variables(value):
+                        name = variable.split(".", 1)[0]
+                        if not (name.startswith("AWS::") or name in known):
+                            unknown.append(variable)
+                visit(value)
+        elif isinstance(node, list):
+            for item in node:
+                visit(item)
+
+    visit(template)
+
+    assert unknown == []
+
+
+def test_layer_is_built_for_python313_on_arm64(template: dict[str, Any]) -> None:
+    layer = template["Resources"]["WakeupLayer"]
+
+    assert layer["Properties"]["ContentUri"] == "layers/wakeup/"
+    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
+    assert layer["Metadata"] == {"BuildMethod": "python3.13", "BuildArchitecture": "arm64"}
+    assert (REPO / "layers/wakeup/wakeup/__init__.py").is_file()
+
+
+def test_layer_pins_match_the_projects_pins() -> None:
+    def pins(lines: list[str]) -> dict[str, str]:
+        found = {}
+        for line in lines:
+            requirement = line.split("#", 1)[0].strip()
+            if "==" in requirement:
+                name, version = requirement.split("==", 1)
+                found[name.strip().lower()] = version.strip()
+        return found
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    layer_pins = pins((REPO / "layers/wakeup/requirements.txt").read_text(encoding="utf-8").splitlines())
+    project_pins = pins(project["project"]["dependencies"])
+
+    assert set(layer_pins) == {"aws-lambda-powertools[tracer]", "pydantic", "boto3"}
+    assert {name: project_pins.get(name) for name in layer_pins} == layer_pins
+
+
+def test_outputs_name_what_an_operator_and_the_tests_need(template: dict[str, Any]) -> None:
+    assert {
+        "ApiUrl",
+        "TableName",
+        "CallerQueueUrl",
+        "CallerDeadLetterQueueUrl",
+        "SchedulesDeadLetterQueueUrl",
+        "ScheduleGroupName",
+        "DashboardUrl",
+    } <= set(template["Outputs"])
