@@ -1,0 +1,92 @@
+"""`wakeup-admin` against the local stack, as an operator runs it."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from wakeup.tokens import TokenKind, mint
+
+ADMIN = str(Path(sys.executable).with_name("wakeup-admin"))
+
+
+def admin(stack: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": stack.endpoint_url,
+        "AWS_DEFAULT_REGION": stack.region,
+        "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",
+        "WAKEUP_TABLE": stack.table_name,
+    }
+    return subprocess.run([ADMIN, *args], env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_mint_prints_a_working_token_alone_on_stdout_and_list_shows_the_account(stack: Any) -> None:
+    minted = admin(stack, "accounts", "mint", "--label", "acme-platform")
+    assert minted.returncode == 0, minted.stderr
+    token = minted.stdout.strip()
+    assert token.startswith("swa_") and "\n" not in token
+    reply = requests.get(f"{stack.url}/wakeup/instances", headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    assert reply.status_code == 200
+    listed = admin(stack, "accounts", "list")
+    assert listed.returncode == 0 and "acme-platform" in listed.stdout
+    assert token not in listed.stdout
+
+
+def test_a_revoked_accounts_token_and_its_instances_tokens_are_401(stack: Any) -> None:
+    # given an account with an instance that registered a wake
+    token = admin(stack, "accounts", "mint", "--label", "to-revoke").stdout.strip()
+    auth = {"Authorization": f"Bearer {token}"}
+    instance_token = mint(TokenKind.INSTANCE)
+    posted = requests.post(
+        f"{stack.url}/wakeup/instances",
+        json={"url": "http://h.test", "token": instance_token},
+        headers=auth,
+        timeout=10,
+    )
+    instance_id = posted.json()["id"]
+    account_id = next(
+        line.split()[0] for line in admin(stack, "accounts", "list").stdout.splitlines() if "to-revoke" in line
+    )
+    # when the operator revokes it
+    revoked = admin(stack, "accounts", "revoke", account_id)
+    assert revoked.returncode == 0, revoked.stderr
+    # then both kinds of token are refused
+    assert requests.get(f"{stack.url}/wakeup/instances", headers=auth, timeout=10).status_code == 401
+    wake = requests.put(
+        f"{stack.url}/wakeup/wake",
+        json={"at": "2030-01-01T00:00:00Z"},
+        headers={"Authorization": f"Bearer {instance_token}"},
+        timeout=10,
+    )
+    assert wake.status_code == 401
+    # and the operator still sees the instance, revoked ones marked in the account list
+    assert instance_id in admin(stack, "instances", "list", "--account", account_id).stdout
+    assert "to-revoke" in admin(stack, "accounts", "list").stdout
+
+
+def test_instances_show_prints_the_instance(stack: Any) -> None:
+    token = admin(stack, "accounts", "mint", "--label", "show").stdout.strip()
+    posted = requests.post(
+        f"{stack.url}/wakeup/instances",
+        json={"url": "http://shown.test", "token": mint(TokenKind.INSTANCE)},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=10,
+    )
+    shown = admin(stack, "instances", "show", posted.json()["id"])
+    assert shown.returncode == 0 and "http://shown.test" in shown.stdout
+
+
+def test_a_missing_table_is_a_usage_error(stack: Any) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "WAKEUP_TABLE"}
+    result = subprocess.run([ADMIN, "accounts", "list"], env=env, capture_output=True, text=True, check=False)
+    assert result.returncode == 2 and "WAKEUP_TABLE" in result.stderr
+
+
+def test_revoking_an_unknown_account_fails_clearly(stack: Any) -> None:
+    result = admin(stack, "accounts", "revoke", "0b7e1f0e-6f43-4c5e-9d55-3b1f6d3c2a10")
+    assert result.returncode == 1 and "no account" in result.stderr
