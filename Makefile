@@ -32,6 +32,12 @@ lint: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest -n 2
 
+# Cold starts, the local stack's API latency and wake lateness, and a rough cost per million wakes,
+# printed as Markdown (docs/benchmark.md keeps a run). Makes bench/.venv, with only the Lambda
+# layer's packages, on its first run. About two minutes, all on 127.0.0.1; no pass or fail.
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
 # --- build and deploy (SAM, no Docker) ---------------------------------------------------------
 SAM_CLI_VERSION ?= 1.170.0
 SAM_BUILD_DIR ?= .aws-sam/build
@@ -66,4 +72,4 @@ deploy: build
 		--template-file $(SAM_BUILD_DIR)/template.yaml
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .aws-sam .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(SAM_VENV) bench/.venv .aws-sam .mypy_cache .pytest_cache .ruff_cache

@@ -10,7 +10,7 @@ from wakeup.api_models import RegisterWakeBody
 from wakeup.factories import get_store, get_triggers
 from wakeup.http import authenticate, install, json_response, read_body
 from wakeup.observability import logger, tracer
-from wakeup.times import now, parse_at
+from wakeup.times import format_time, now, parse_at
 from wakeup.tokens import TokenKind
 from wakeup.wakes import register_wake
 
@@ -25,7 +25,7 @@ def put_wake() -> Response[str]:
     assert owner.instance_id is not None  # an instance token always names its instance
     logger.append_keys(instance_id=owner.instance_id)
     register_wake(get_store(), get_triggers(), owner.instance_id, at, now())
-    logger.info("wake registered", at=at.isoformat())
+    logger.info("wake registered", at=format_time(at))
     return json_response(204)
 
 

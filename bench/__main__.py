@@ -1,0 +1,337 @@
+"""`python -m bench` (`make bench`): measures, then prints a Markdown report on stdout."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bench import cold_start, cost
+from bench.stack import BenchStack, difference
+from bench.stats import percentile, table
+from bench.workload import FLAKY, Api, Host
+from wakeup.times import format_time
+
+WARM_UP_REQUESTS = 10
+# A wake "near" is within the SQS horizon (840 s by default), a far one beyond it.
+NEAR = timedelta(minutes=10)
+FAR = timedelta(days=1)
+# The far-wake stack: schedules for anything past 5 s, firing 3 s early and on time.
+FAR_STACK = {
+    "WAKEUP_SQS_HORIZON_S": "5",
+    "WAKEUP_SCHEDULE_LEAD_S": "3",
+    "WAKEUP_LOCAL_EXACT_SCHEDULES": "1",
+}
+# The sweeper is run on purpose, not every minute: its requests would blur the per-wake counts.
+NO_SWEEPS = {"WAKEUP_LOCAL_SWEEP_S": "86400"}
+DELIVERY_TIMEOUT_S = 60
+# After the last call, time for the caller to record it and the poller to delete its messages.
+SETTLE_S = 1.5
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in open("/proc/cpuinfo").read().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = ""
+    try:
+        kib = int(open("/proc/meminfo").readline().split()[1])
+        memory = f", {kib / 1024 / 1024:.0f} GiB RAM"
+    except (OSError, ValueError, IndexError):
+        pass
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    return (
+        f"{platform.system()} {platform.release()} ({platform.machine()}), {cpu}, {os.cpu_count()} CPUs{memory}; "
+        f"load average at start {load}"
+    )
+
+
+@dataclass
+class Latencies:
+    name: str
+    seconds: list[float]
+
+    def row(self) -> list[object]:
+        return [
+            self.name,
+            len(self.seconds),
+            f"{percentile(self.seconds, 50) * 1000:.1f} ms",
+            f"{percentile(self.seconds, 99) * 1000:.1f} ms",
+            f"{max(self.seconds) * 1000:.1f} ms",
+        ]
+
+
+@dataclass
+class Lateness:
+    name: str
+    wakes: int
+    late_s: list[float]
+    registered_by_s: float  # how long before the wakes' time the last one was registered
+    duplicates: int
+
+    def row(self) -> list[object]:
+        missing = self.wakes - len(self.late_s)
+        return [
+            self.name,
+            self.wakes,
+            f"{percentile(self.late_s, 50) * 1000:.0f} ms",
+            f"{percentile(self.late_s, 99) * 1000:.0f} ms",
+            f"{max(self.late_s) * 1000:.0f} ms",
+            f"{min(self.late_s) * 1000:.0f} ms",
+            missing,
+            self.duplicates,
+            f"{self.registered_by_s:.1f} s",
+        ]
+
+
+def measured(before: dict[str, Any], stack: BenchStack) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What the stack counted since `before`, and the new snapshot."""
+    after = stack.counts()
+    return difference(after, before), after
+
+
+def due_at(seconds_from_now: float) -> float:
+    """A whole second at least `seconds_from_now` ahead (epoch seconds): many wakes at one second."""
+    return float(math.ceil(time.time() + seconds_from_now))
+
+
+def iso(epoch: float) -> str:
+    return format_time(datetime.fromtimestamp(epoch, UTC))
+
+
+@contextmanager
+def running_stack(env: dict[str, str]) -> Iterator[tuple[BenchStack, Api]]:
+    stack = BenchStack(env)
+    api = Api(stack.url, stack.account_token)
+    try:
+        yield stack, api
+    finally:
+        stack.stop()
+
+
+def register_many(api: Api, host: Host, prefix: str, count: int) -> tuple[list[str], list[str]]:
+    """`count` instances at `host`: their paths there, and their tokens."""
+    paths, tokens = [], []
+    for index in range(count):
+        _, token, _ = api.register(f"{host.url}{prefix}{index}")
+        paths.append(f"{prefix}{index}")
+        tokens.append(token)
+    return paths, tokens
+
+
+def warm_up(api: Api, host: Host) -> None:
+    """A few requests, so the handlers have made their clients before anything is measured."""
+    for index in range(WARM_UP_REQUESTS):
+        instance_id, token, _ = api.register(f"{host.url}/warm{index}")
+        api.get(instance_id)
+        api.wake(token, iso(time.time() + FAR.total_seconds()))
+
+
+def deliver(
+    api: Api, host: Host, stack: BenchStack, name: str, paths: list[str], tokens: list[str], lead_s: float, calls: int
+) -> tuple[Lateness, dict[str, Any], dict[str, Any]]:
+    """Registers a wake for each instance, all at one second `lead_s` ahead at least, and waits for
+    their calls: the lateness, and what the stack counted for the PUTs and for the delivery."""
+    at = due_at(lead_s)
+    before = stack.counts()
+    for token in tokens:
+        api.wake(token, iso(at))
+    registered_by = at - time.time()
+    puts, middle = measured(before, stack)
+    delivered = host.wait_for(paths, calls, time.monotonic() + (at - time.time()) + DELIVERY_TIMEOUT_S)
+    if not delivered:
+        say(f"{name}: not every wake was called within {DELIVERY_TIMEOUT_S} s of its time")
+    time.sleep(SETTLE_S)
+    delivery, _ = measured(middle, stack)
+    first = host.first_calls(paths)
+    late = [first[path] - at for path in paths if path in first]
+    duplicates = sum(1 for path in paths if len(host.calls.get(path, [])) > calls)
+    return Lateness(name, len(paths), late, registered_by, duplicates), puts, delivery
+
+
+def wake_usage(puts: dict[str, Any], delivery: dict[str, Any], count: int, scheduled: bool = False) -> cost.Usage:
+    """What one wake cost, its PUT included. Each caller invocation is an SQS batch, but for the one
+    its schedule made when `scheduled`."""
+    invocations = delivery["invocations"].get("CallerFunction", 0) / count
+    scheduler = 1.0 if scheduled else 0.0
+    return cost.Usage.per(puts, count, api_requests=1) + cost.Usage.per(
+        delivery, count, scheduler_invocations=scheduler, sqs_batches=invocations - scheduler
+    )
+
+
+def lead_for(count: int, put_s: float, minimum_s: float) -> float:
+    """Time enough to register `count` wakes before they are due."""
+    return minimum_s + 1.5 * count * put_s
+
+
+@dataclass
+class Results:
+    latencies: list[Latencies]
+    lateness: list[Lateness]
+    usages: dict[str, cost.Usage]
+
+
+def api_latency(host: Host, requests: int, results: Results) -> float:
+    """(b) The API's latency, one request after the other; returns the median PUT's seconds."""
+    with running_stack(NO_SWEEPS) as (stack, api):
+        warm_up(api, host)
+        before = stack.counts()
+        registered: list[tuple[str, str]] = []
+
+        def register(index: int) -> float:
+            instance_id, token, elapsed = api.register(f"{host.url}/api{index}")
+            registered.append((instance_id, token))
+            return elapsed
+
+        def phase(name: str, count: int, action: Callable[[int], float], usage: str) -> None:
+            nonlocal before
+            results.latencies.append(Latencies(name, [action(index) for index in range(count)]))
+            counted, before = measured(before, stack)
+            results.usages[usage] = cost.Usage.per(counted, count, api_requests=1)
+
+        near_at = iso(time.time() + NEAR.total_seconds())
+        far_at = iso(time.time() + FAR.total_seconds())
+        phase("POST /wakeup/instances", 2 * requests, register, "POST instance")
+        phase("GET /wakeup/instances/{id}", requests, lambda i: api.get(registered[i][0]), "GET instance")
+        # A first wake for each instance: near ones on the first half, far ones on the other.
+        phase("PUT /wakeup/wake (near: SQS)", requests, lambda i: api.wake(registered[i][1], near_at), "PUT near")
+        phase(
+            "PUT /wakeup/wake (far: Scheduler)",
+            requests,
+            lambda i: api.wake(registered[requests + i][1], far_at),
+            "PUT far",
+        )
+        before = stack.counts()
+        results.usages["one sweep"] = cost.Usage.per(difference(stack.sweep(), before), 1)
+    return percentile(results.latencies[2].seconds, 50)
+
+
+def near_wakes(host: Host, wakes: int, few: int, put_s: float, results: Results) -> None:
+    """(c) Many wakes due at one second through SQS, a few, and a few whose host fails once."""
+    with running_stack(NO_SWEEPS) as (stack, api):
+        warm_up(api, host)
+        many = register_many(api, host, "/near", wakes)
+        small = register_many(api, host, "/few", few)
+        flaky = register_many(api, host, FLAKY, few)
+        late, puts, delivery = deliver(api, host, stack, f"{wakes} near", *many, lead_for(wakes, put_s, 1), calls=1)
+        results.lateness.append(late)
+        results.usages["near wake"] = wake_usage(puts, delivery, wakes)
+        late, puts, delivery = deliver(api, host, stack, f"{few} near", *small, lead_for(few, put_s, 1), calls=1)
+        results.lateness.append(late)
+        baseline = wake_usage(puts, delivery, few)
+        late, puts, delivery = deliver(
+            api, host, stack, f"{few} near, host fails once", *flaky, lead_for(few, put_s, 1), calls=2
+        )
+        results.lateness.append(late)
+        results.usages["a retry (extra)"] = wake_usage(puts, delivery, few) - baseline
+
+
+def far_wakes(host: Host, wakes: int, put_s: float, results: Results) -> None:
+    """Far wakes: a schedule first (fired on time by the local Scheduler, `lead` early), then SQS."""
+    with running_stack({**NO_SWEEPS, **FAR_STACK}) as (stack, api):
+        warm_up(api, host)
+        paths, tokens = register_many(api, host, "/far", wakes)
+        minimum = float(FAR_STACK["WAKEUP_SQS_HORIZON_S"]) + 3
+        late, puts, delivery = deliver(
+            api, host, stack, f"{wakes} far", paths, tokens, lead_for(wakes, put_s, minimum), calls=1
+        )
+        results.lateness.append(late)
+        results.usages["far wake"] = wake_usage(puts, delivery, wakes, scheduled=True)
+
+
+def run(api_requests: int, wakes: int, few: int, far: int) -> str:
+    started = time.monotonic()
+    header = f"Measured {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} on {machine()}."
+    say("cold start ...")
+    interpreter, cold = cold_start.measure()
+    results = Results([], [], {})
+    with Host() as host:
+        say("API latency ...")
+        put_s = api_latency(host, api_requests, results)
+        say("near wakes ...")
+        near_wakes(host, wakes, few, put_s, results)
+        say("far wakes ...")
+        far_wakes(host, far, put_s, results)
+    memory = cost.memory_gb()
+    priced = {name: results.usages[name] for name in ("near wake", "far wake", "a retry (extra)")}
+    sections = [
+        header,
+        "",
+        "## Cold start",
+        "",
+        cold_start.report(interpreter, cold),
+        "",
+        "## API latency on the local stack",
+        "",
+        f"{api_requests} requests of each kind ({2 * api_requests} POSTs), one after the other, each on a "
+        "connection of its own, after a warm-up: the local stack's gateway, handlers and moto, in one process.",
+        "",
+        table(["request", "n", "p50", "p99", "max"], [latency.row() for latency in results.latencies]),
+        "",
+        "## Wake lateness on the local stack",
+        "",
+        "When the host received the (first) call, less the wake's time. The wakes of a row are all due at "
+        "the same whole second; near ones go through a delayed SQS message, far ones through a one-time "
+        "schedule (fired on time here) and then SQS.",
+        "",
+        table(
+            ["wakes", "n", "p50", "p99", "max", "min", "not called", "called twice", "last PUT before due"],
+            [late.row() for late in results.lateness],
+        ),
+        "",
+        "## AWS requests counted",
+        "",
+        requests_note(),
+        "",
+        cost.requests_report(results.usages),
+        "",
+        "## Cost per million wakes (rough)",
+        "",
+        f"Lambda memory {memory * 1024:.0f} MB (template.yaml). Prices and assumptions: `bench/cost.py`.",
+        "",
+        cost.report(priced, memory),
+        "",
+        f"The benchmark took {time.monotonic() - started:.0f} s.",
+    ]
+    return "\n".join(sections)
+
+
+def requests_note() -> str:
+    return (
+        "Per request, per wake or per sweep, as the functions made them (the local stack's SQS poller and "
+        "Scheduler are not counted). A `near wake` and a `far wake` include the `PUT /wakeup/wake` that "
+        "registered them; `a retry (extra)` is what a host failing once adds to a wake; `one sweep` is the "
+        "sweeper's minute, whatever the number of wakes."
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--requests", type=int, default=100, help="requests of each kind for the API latency")
+    parser.add_argument("--wakes", type=int, default=200, help="wakes due at one second, through SQS")
+    parser.add_argument("--few", type=int, default=20, help="wakes in the small near rows (one with a failing host)")
+    parser.add_argument("--far", type=int, default=30, help="wakes through the Scheduler")
+    args = parser.parse_args(argv)
+    print(run(args.requests, args.wakes, args.few, args.far))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""The benchmark's side of the wire: an HTTP client of the stack's API and a host to wake."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+
+import requests
+
+from wakeup.tokens import TokenKind, mint
+
+REQUEST_TIMEOUT_S = 30
+# Paths under this prefix answer 503 to their first call: a host that needs one retry.
+FLAKY = "/flaky/"
+
+
+class Host:
+    """A host on 127.0.0.1 that answers `GET <path>/wake` and records when each call arrived."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls: dict[str, list[float]] = defaultdict(list)
+        host = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the name http.server dispatches to
+                arrived = time.time()
+                path = self.path.removesuffix("/wake")
+                with host._lock:
+                    host.calls[path].append(arrived)
+                    first = len(host.calls[path]) == 1
+                self.send_response(503 if first and path.startswith(FLAKY) else 200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def wait_for(self, paths: Iterable[str], calls_each: int, deadline: float) -> bool:
+        """Waits until every path has had `calls_each` calls, or `deadline` (monotonic) passes."""
+        wanted = list(paths)
+        while time.monotonic() < deadline:
+            with self._lock:
+                if all(len(self.calls.get(path, [])) >= calls_each for path in wanted):
+                    return True
+            time.sleep(0.02)
+        return False
+
+    def first_calls(self, paths: Iterable[str]) -> dict[str, float]:
+        with self._lock:
+            return {path: self.calls[path][0] for path in paths if self.calls.get(path)}
+
+    def __enter__(self) -> Host:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+class Api:
+    """The stack's HTTP API with one account's token; each call returns its duration in seconds.
+
+    Each request opens a connection of its own (about 0.1 ms on loopback). On a kept-alive
+    connection the local gateway's reply with a body stalls some 40 ms: it writes the headers and
+    the body apart, and Nagle's algorithm holds the body until the client's delayed ACK of the
+    headers. That stall belongs to neither the service nor API Gateway.
+    """
+
+    def __init__(self, url: str, account_token: str) -> None:
+        self.url = url
+        self._account = {"Authorization": f"Bearer {account_token}"}
+
+    def register(self, host_url: str) -> tuple[str, str, float]:
+        """A new instance at `host_url`: its id, its token, and the request's duration."""
+        token = mint(TokenKind.INSTANCE)
+        started = time.perf_counter()
+        reply = requests.post(
+            f"{self.url}/wakeup/instances",
+            json={"url": host_url, "token": token},
+            headers=self._account,
+            timeout=REQUEST_TIMEOUT_S,
+        )
+        elapsed = time.perf_counter() - started
+        if reply.status_code != 201:
+            raise RuntimeError(f"POST /wakeup/instances answered {reply.status_code}: {reply.text}")
+        return str(reply.json()["id"]), token, elapsed
+
+    def get(self, instance_id: str) -> float:
+        started = time.perf_counter()
+        reply = requests.get(
+            f"{self.url}/wakeup/instances/{instance_id}", headers=self._account, timeout=REQUEST_TIMEOUT_S
+        )
+        elapsed = time.perf_counter() - started
+        if reply.status_code != 200:
+            raise RuntimeError(f"GET /wakeup/instances/{{id}} answered {reply.status_code}: {reply.text}")
+        return elapsed
+
+    def wake(self, instance_token: str, at: str) -> float:
+        started = time.perf_counter()
+        reply = requests.put(
+            f"{self.url}/wakeup/wake",
+            json={"at": at},
+            headers={"Authorization": f"Bearer {instance_token}"},
+            timeout=REQUEST_TIMEOUT_S,
+        )
+        elapsed = time.perf_counter() - started
+        if reply.status_code != 204:
+            raise RuntimeError(f"PUT /wakeup/wake answered {reply.status_code}: {reply.text}")
+        return elapsed
