@@ -39,7 +39,7 @@ def test_a_wake_within_the_horizon_goes_to_sqs_delayed_to_just_before_it(setting
             {"MessageId": "m"},
             {"QueueUrl": settings.queue_url, "MessageBody": ANY, "DelaySeconds": 120},
         )
-        armed = Triggers(settings, sqs, scheduler).arm(TRIGGER, NOW + timedelta(seconds=120.9), NOW)
+        armed = Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, NOW + timedelta(seconds=120.9), NOW)
     assert armed is Armed.QUEUE
 
 
@@ -47,7 +47,7 @@ def test_a_wake_in_the_past_is_sent_without_delay(settings: Settings) -> None:
     sqs, scheduler = clients()
     with Stubber(sqs) as stub:
         stub.add_response("send_message", {"MessageId": "m"}, {"QueueUrl": ANY, "MessageBody": ANY, "DelaySeconds": 0})
-        Triggers(settings, sqs, scheduler).arm(TRIGGER, NOW - timedelta(hours=1), NOW)
+        Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, NOW - timedelta(hours=1), NOW)
 
 
 def test_a_far_wake_is_one_schedule_a_lead_early_in_utc_deleted_after_completion(settings: Settings) -> None:
@@ -68,7 +68,7 @@ def test_a_far_wake_is_one_schedule_a_lead_early_in_utc_deleted_after_completion
                 "State": "ENABLED",
             },
         )
-        armed = Triggers(settings, sqs, scheduler).arm(TRIGGER, due, NOW)
+        armed = Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, due, NOW)
     assert armed is Armed.SCHEDULE
 
 
@@ -77,7 +77,7 @@ def test_an_existing_schedule_is_replaced_whole(settings: Settings) -> None:
     with Stubber(scheduler) as stub:
         stub.add_client_error("create_schedule", "ConflictException", http_status_code=409)
         stub.add_response("update_schedule", {"ScheduleArn": "arn:x"}, None)
-        Triggers(settings, sqs, scheduler).arm(TRIGGER, NOW + timedelta(days=3), NOW)
+        Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, NOW + timedelta(days=3), NOW)
         stub.assert_no_pending_responses()
 
 
@@ -89,7 +89,7 @@ def test_the_schedule_carries_the_trigger_to_the_caller(settings: Settings) -> N
     )
     with Stubber(scheduler) as stub:
         stub.add_response("create_schedule", {"ScheduleArn": "arn:x"}, None)
-        Triggers(settings, sqs, scheduler).arm(TRIGGER, NOW + timedelta(days=3), NOW)
+        Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, NOW + timedelta(days=3), NOW)
     target = seen["Target"]
     assert isinstance(target, dict)
     assert target["Arn"] == settings.caller_arn and target["RoleArn"] == settings.scheduler_role_arn
@@ -99,9 +99,20 @@ def test_the_schedule_carries_the_trigger_to_the_caller(settings: Settings) -> N
 @pytest.mark.parametrize("seconds_ahead", [0, 1, 500, 840, 841, 900, 3600, 86400 * 400])
 def test_nothing_is_ever_scheduled_in_the_past(settings: Settings, seconds_ahead: int) -> None:
     due = NOW + timedelta(seconds=seconds_ahead)
-    triggers = Triggers(settings, *clients())
+    triggers = Triggers(settings, *clients(), clock=lambda: NOW)
     if triggers.route(due, NOW) is Armed.SCHEDULE:
         fire = due - timedelta(seconds=settings.schedule_lead_s)
         assert fire > NOW + timedelta(seconds=1)
     else:
         assert seconds_ahead <= 900
+
+
+def test_the_sqs_delay_counts_from_the_moment_of_sending(settings: Settings) -> None:
+    # given a request that took 1.5 s between reading the clock and sending
+    sqs, scheduler = clients()
+    sent_at = NOW + timedelta(seconds=1.5)
+    with Stubber(sqs) as stub:
+        stub.add_response("send_message", {"MessageId": "m"}, {"QueueUrl": ANY, "MessageBody": ANY, "DelaySeconds": 8})
+        # when it arms a wake 10 s after the request began
+        Triggers(settings, sqs, scheduler, clock=lambda: sent_at).arm(TRIGGER, NOW + timedelta(seconds=10), NOW)
+    # then the message is delayed by the 8.5 s left (whole seconds, never past the time)

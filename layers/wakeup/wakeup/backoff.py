@@ -9,4 +9,4 @@ def retry_delay_s(failures: int) -> int:
     if failures < 1:
         raise ValueError("failures counts failed calls, from 1")
     # 2^10 already exceeds the cap; stopping there keeps huge counts from making huge integers.
-    return min(2 ** min(failures - 1, 10), MAX_RETRY_DELAY_S)
+    return min(1 << min(failures - 1, 10), MAX_RETRY_DELAY_S)

@@ -67,9 +67,7 @@ def call_wake(url: str, instance_id: str, timeout_s: float) -> CallOutcome:
     try:
         # The body is never read: only the status counts, and a large or endless body must not
         # hold the call open.
-        response = pool.request(
-            "GET", wake_url(url), headers=headers, redirect=False, preload_content=False
-        )
+        response = pool.request("GET", wake_url(url), headers=headers, redirect=False, preload_content=False)
         response.close()
     except HTTPError as exc:
         return CallOutcome(status=None, error=describe_failure(exc, timeout_s))

@@ -122,6 +122,14 @@ class Registered:
 
 
 @dataclass(frozen=True)
+class ClaimAttempt:
+    """What `Store.claim_if_due` came to: whether the claim was taken, and the instance it saw."""
+
+    claimed: bool
+    instance: Instance | None
+
+
+@dataclass(frozen=True)
 class Page:
     instances: list[Instance]
     next_cursor: str | None
@@ -463,6 +471,42 @@ class Store:
             extra=" AND (attribute_not_exists(claim_until) OR claim_until < :now)",
         )
         return until if claimed else None
+
+    def claim_if_due(self, trigger: Trigger, now_ms: int, due_by: datetime, lease_ms: int) -> "ClaimAttempt":
+        """Claims the call for the trigger's registration if its next call is due by `due_by`.
+
+        One conditional write that also reads: the caller's hot path at a busy second is this and
+        the call. Refused (nothing written) when the registration or attempt no longer stands, the
+        call is not due yet, or another call holds a live claim; the instance is then returned as
+        it was, so the caller can tell which (None: it is gone).
+        """
+        condition = (
+            "reg = :reg AND attempts = :attempt AND attribute_not_exists(called_at) AND pending_due <= :due_by"
+            " AND (attribute_not_exists(claim_until) OR claim_until < :now)"
+        )
+        values = {
+            ":reg": trigger.reg,
+            ":attempt": trigger.attempt,
+            ":due_by": format_time(due_by),
+            ":now": now_ms,
+            ":until": now_ms + lease_ms,
+        }
+        try:
+            found = self.client.update_item(
+                TableName=self.table,
+                Key=_dump({"pk": _instance_key(trigger.instance_id)}),
+                UpdateExpression="SET claim_until = :until",
+                ConditionExpression=condition,
+                ExpressionAttributeValues=_dump(values),
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if not _condition_failed(exc):
+                raise
+            item = exc.response.get("Item")
+            return ClaimAttempt(claimed=False, instance=_instance(_load(item)) if isinstance(item, dict) else None)
+        return ClaimAttempt(claimed=True, instance=_instance(_load(found["Attributes"])))
 
     def record_success(self, trigger: Trigger, called_at: datetime) -> bool:
         return self._update_registration(

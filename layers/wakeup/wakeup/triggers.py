@@ -6,6 +6,7 @@ a trigger that arrives twice, late or for a replaced registration does no harm.
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -13,7 +14,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from wakeup import aws
+from wakeup import aws, times
 from wakeup.model import Trigger
 from wakeup.settings import SQS_MAX_DELAY_S, Settings
 
@@ -37,10 +38,17 @@ def schedule_name(instance_id: str) -> str:
 class Triggers:
     """Sends triggers through SQS and EventBridge Scheduler, with clients given or made."""
 
-    def __init__(self, settings: Settings, sqs: Any = None, scheduler: Any = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        sqs: Any = None,
+        scheduler: Any = None,
+        clock: Callable[[], datetime] = times.now,
+    ) -> None:
         self.settings = settings
         self.sqs = sqs or aws.client("sqs")
         self.scheduler = scheduler or aws.client("scheduler")
+        self.clock = clock
 
     def route(self, due: datetime, now: datetime) -> Armed:
         """Which way a trigger for `due` goes: SQS within the horizon, Scheduler beyond it."""
@@ -54,7 +62,9 @@ class Triggers:
         """Arms `trigger` to arrive just before `due` (never after it, when AWS keeps time)."""
         way = self.route(due, now)
         if way is Armed.QUEUE:
-            self.send(trigger, delay_s=(due - now).total_seconds())
+            # The delay counts from the moment of sending: a request slowed under load must not
+            # add its own lateness to the wake's.
+            self.send(trigger, delay_s=(due - self.clock()).total_seconds())
         else:
             self.schedule(trigger, due - timedelta(seconds=self.settings.schedule_lead_s))
         return way

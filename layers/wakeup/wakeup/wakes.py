@@ -26,6 +26,9 @@ def trigger_for(instance: Instance) -> Trigger | None:
 
 def register_wake(store: Store, triggers: Triggers, instance_id: str, at: datetime, now: datetime) -> None:
     """Replaces the instance's wake by one at `at` (a past time means now) and arms it."""
+    # Stored as now, so the wake's lateness counts from when it was asked for, and an operator's
+    # maximum wake age does not give it up at its first failure.
+    at = max(at, now)
     reg = uuid.uuid4().hex
     previous = store.register_wake(instance_id, at, reg)
     if previous is None:

@@ -1,0 +1,72 @@
+"""The caller: delivers triggers from SQS (a batch) and from EventBridge Scheduler (one trigger).
+
+SQS hands over up to ten messages at once, often all due at the same second; they are delivered
+concurrently (each in a thread, since a call may wait up to its timeout on a host), and a record
+that raises is reported as a partial batch failure, so only it comes back.
+"""
+
+import asyncio
+import json
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import AsyncBatchProcessor, EventType, async_process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from wakeup.delivery import Caller, Source, parse_trigger, publish, publish_baseline
+from wakeup.factories import get_store, get_triggers
+from wakeup.model import Trigger
+from wakeup.observability import logger, metrics, tracer
+from wakeup.settings import get_settings
+
+
+def _caller() -> Caller:
+    return Caller(get_store(), get_triggers(), get_settings())
+
+
+def _trigger_in(body: str, message_id: str) -> Trigger:
+    try:
+        return parse_trigger(json.loads(body))
+    except ValueError:
+        # Raised again so the message fails and, after its retries, rests in the dead-letter queue.
+        logger.error("message is not a trigger", message_id=message_id)
+        raise
+
+
+def _deliver_batch(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    # Made here, in one thread: boto3 makes clients unsafely from several threads at once.
+    caller = _caller()
+    # A thread for every record: a host that hangs until its timeout must not hold back the
+    # others (asyncio's default pool has only a few threads).
+    threads = ThreadPoolExecutor(max_workers=max(len(event["Records"]), 1), thread_name_prefix="deliver")
+
+    async def deliver_record(record: SQSRecord) -> str:
+        trigger = _trigger_in(record.body, record.message_id)
+        loop = asyncio.get_running_loop()
+        delivery = await loop.run_in_executor(threads, caller.deliver, trigger, Source.QUEUE)
+        publish(delivery)  # back in the event loop's thread
+        return delivery.result.value
+
+    # A processor per invocation: it holds the batch's state, and the local stack runs several
+    # invocations of this module at once.
+    processor = AsyncBatchProcessor(event_type=EventType.SQS)
+    with threads:
+        return async_process_partial_response(
+            event=event, record_handler=deliver_record, processor=processor, context=context
+        )
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    publish_baseline()
+    if "Records" in event:
+        return dict(_deliver_batch(event, context))
+    # Scheduler invokes with the schedule's input, the trigger itself; raising makes Scheduler
+    # retry it and, in the end, put it in the schedules' dead-letter queue.
+    delivery = _caller().deliver(parse_trigger(event), Source.SCHEDULE)
+    publish(delivery)
+    return {"result": delivery.result.value}

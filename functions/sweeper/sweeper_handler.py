@@ -1,0 +1,22 @@
+"""The sweeper, every minute: re-arms pending wakes that are overdue with no live claim."""
+
+from dataclasses import asdict
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from wakeup.factories import get_store, get_triggers
+from wakeup.observability import logger, metrics, tracer
+from wakeup.settings import get_settings
+from wakeup.sweeper import publish, sweep
+from wakeup.times import now
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    result = sweep(get_store(), get_triggers(), get_settings(), now())
+    publish(result)
+    logger.info("sweep done", overdue=result.overdue, rearmed=result.rearmed, failed=result.failed)
+    return asdict(result)

@@ -1,0 +1,243 @@
+"""The caller's logic for one trigger: drop it, re-arm it, or claim the registration and call.
+
+A trigger only says "look at this registration now" (see `wakeup.triggers`); the table decides.
+The steps (DESIGN section 4):
+
+1. claim the registration, in one conditional write that also reads the instance: it succeeds
+   only while the trigger's registration and attempt stand, the call is due within the moment
+   left to wait out, and no other call holds a live claim, so at most one call is in flight;
+2. when refused, the instance read says why: a trigger whose registration or attempt no longer
+   stands is dropped (one from the instance's one schedule re-arms what the instance holds now,
+   since that schedule is spent); one that came early is armed again for the time due; one whose
+   registration another call holds is looked at again when that claim's lease ends (a caller that
+   died mid-call is replaced then, never sooner);
+3. the last sub-second before the time is waited out here, after the claim, so a host is never
+   called early and, at a busy second, only the calls themselves are left to make;
+4. call the host and record the outcome, conditionally on the registration; after a failure arm
+   the retry with the backoff, or give the wake up when it is older than the operator allows.
+   A registration replaced in the last moment before its call may still be called once: a host
+   treats a wake after a replacement as harmless (DESIGN section 1).
+
+Metrics are counted by the caller from the returned `Delivery` (`publish`), in one thread, because
+Powertools' metric set is not safe to write from the threads that deliver a batch.
+"""
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+from urllib.parse import urlsplit
+
+from aws_lambda_powertools.metrics import MetricUnit
+from botocore.exceptions import BotoCoreError, ClientError
+
+from wakeup import times
+from wakeup.backoff import retry_delay_s
+from wakeup.host_call import CallOutcome, call_wake
+from wakeup.model import Instance, Trigger
+from wakeup.observability import Metric, logger, metrics
+from wakeup.settings import Settings
+from wakeup.store import Store
+from wakeup.times import epoch_ms
+from wakeup.triggers import Triggers
+from wakeup.wakes import trigger_for
+
+# A trigger arriving more than this before its time is armed again rather than waited for here;
+# SQS delays are whole seconds, so one armed for a time arrives up to a second early.
+EARLY_REARM_S = 1.0
+
+
+class Source(StrEnum):
+    """Where a trigger came from: a (delayed) SQS message, or the instance's one-time schedule."""
+
+    QUEUE = "queue"
+    SCHEDULE = "schedule"
+
+
+class Result(StrEnum):
+    CALLED = "called"  # the host answered 2xx
+    FAILED = "failed"  # the host failed; a retry is owed
+    GIVEN_UP = "given up"  # the host failed and the wake is older than the operator allows
+    STALE = "stale"  # the registration or attempt no longer stands: nothing to do
+    EARLY = "early"  # armed again for its time
+    BUSY = "busy"  # another call holds the claim: looked at again when its lease ends
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What one trigger came to, with what the metrics need to know about it."""
+
+    result: Result
+    # Milliseconds between the wake's time and its first call (first attempts only).
+    lateness_ms: float | None = None
+    # Whether this call's outcome was written (False: the registration changed during the call).
+    recorded: bool = False
+    retry_armed: bool = False
+
+
+class InvalidTriggerError(ValueError):
+    """Raised when a message or a schedule's input is not a trigger this service wrote."""
+
+
+def parse_trigger(payload: Any) -> Trigger:
+    """The trigger in a message body or a schedule's input (a JSON object already decoded)."""
+    if not isinstance(payload, dict):
+        raise InvalidTriggerError("a trigger is a JSON object")
+    instance_id, reg, attempt = payload.get("instance_id"), payload.get("reg"), payload.get("attempt")
+    if not isinstance(instance_id, str) or not instance_id or not isinstance(reg, str) or not reg:
+        raise InvalidTriggerError("a trigger names an instance_id and a reg")
+    if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 0:
+        raise InvalidTriggerError("a trigger's attempt is a whole number from 0")
+    return Trigger(instance_id=instance_id, reg=reg, attempt=attempt)
+
+
+def host_of(url: str) -> str:
+    """The host and port of an instance's URL: what logs name (its path may be private)."""
+    return urlsplit(url).netloc
+
+
+def _stands(instance: Instance | None, trigger: Trigger) -> bool:
+    """Whether the trigger's registration and attempt are still the instance's pending ones."""
+    return instance is not None and instance.pending and trigger_for(instance) == trigger
+
+
+@dataclass
+class Caller:
+    """Delivers triggers with the store, the triggers and the host call it is given."""
+
+    store: Store
+    triggers: Triggers
+    settings: Settings
+    call: Callable[[str, str, float], CallOutcome] = call_wake
+    clock: Callable[[], datetime] = times.now
+    sleep: Callable[[float], None] = time.sleep
+
+    def deliver(self, trigger: Trigger, source: Source) -> Delivery:
+        """Does what `trigger` asks for now; see the module's docstring for the steps."""
+        now = self.clock()
+        # One write claims the call when it is due within the moment left to wait out, and returns
+        # the instance either way. The lease runs from the call's start, hence the moment added.
+        attempt = self.store.claim_if_due(
+            trigger,
+            now_ms=epoch_ms(now),
+            due_by=now + timedelta(seconds=EARLY_REARM_S),
+            lease_ms=round((self.settings.claim_lease_s + EARLY_REARM_S) * 1000),
+        )
+        instance = attempt.instance
+        if instance is None or not _stands(instance, trigger) or instance.due is None:
+            return self._drop(trigger, source, instance)
+        if not attempt.claimed:
+            return self._refused(trigger, instance, now)
+        self._wait_until(instance.due, now)
+        return self._call(trigger, instance, instance.due)
+
+    def _wait_until(self, due: datetime, now: datetime) -> None:
+        """Sleeps out the last moment before `due` (never more than `EARLY_REARM_S`)."""
+        while now < due:
+            self.sleep(max((due - now).total_seconds(), 0.001))
+            now = self.clock()
+
+    def _drop(self, trigger: Trigger, source: Source, current: Instance | None) -> Delivery:
+        logger.info("stale trigger dropped", instance_id=trigger.instance_id, source=source.value)
+        # The instance's one schedule fired with an older registration's trigger, so the schedule
+        # that the newer one set (an update of the same schedule) may be spent with it: arm again.
+        if source is Source.SCHEDULE and current is not None:
+            wanted = trigger_for(current)
+            if wanted is not None and current.due is not None:
+                self.triggers.arm(wanted, current.due, self.clock())
+                logger.info("pending wake re-armed after a stale schedule", instance_id=trigger.instance_id)
+        return Delivery(Result.STALE)
+
+    def _refused(self, trigger: Trigger, instance: Instance, now: datetime) -> Delivery:
+        """The registration stands but was not claimed: it is not due yet, or a call holds it."""
+        assert instance.due is not None  # a pending registration has its next call's time
+        ahead_s = (instance.due - now).total_seconds()
+        if ahead_s > EARLY_REARM_S:
+            self.triggers.arm(trigger, instance.due, now)
+            logger.info("early trigger re-armed", instance_id=trigger.instance_id, due_in_s=round(ahead_s, 3))
+            return Delivery(Result.EARLY)
+        # Another call holds the claim (a duplicate message, or a caller that may have died):
+        # look again once its lease ends; by then its outcome is recorded, or it is gone.
+        lease_left_ms = max((instance.claim_until or 0) - epoch_ms(now), 0)
+        self.triggers.send(trigger, delay_s=math.ceil(lease_left_ms / 1000))
+        logger.info("claim held by another call; trigger re-sent", instance_id=trigger.instance_id)
+        return Delivery(Result.BUSY)
+
+    def _call(self, trigger: Trigger, instance: Instance, due: datetime) -> Delivery:
+        host = host_of(instance.url)
+        started = self.clock()
+        outcome = self.call(instance.url, instance.id, self.settings.call_timeout_s)
+        finished = self.clock()
+        lateness_ms = max((started - due).total_seconds() * 1000, 0.0) if trigger.attempt == 0 else None
+        if outcome.error is None:
+            recorded = self.store.record_success(trigger, finished)
+            logger.info(
+                "wake called",
+                instance_id=instance.id,
+                host=host,
+                status=outcome.status,
+                attempts=trigger.attempt,
+                lateness_ms=lateness_ms,
+                recorded=recorded,
+            )
+            return Delivery(Result.CALLED, lateness_ms=lateness_ms, recorded=recorded)
+
+        failures = trigger.attempt + 1
+        logger.warning("wake call failed", instance_id=instance.id, host=host, error=outcome.error, attempts=failures)
+        next_due = finished + timedelta(seconds=retry_delay_s(failures))
+        if self._too_old(instance, next_due):
+            recorded = self.store.record_failure(trigger, outcome.error, None)
+            if recorded:
+                logger.warning(
+                    "wake given up",
+                    instance_id=instance.id,
+                    host=host,
+                    error=outcome.error,
+                    attempts=failures,
+                    max_wake_age_s=self.settings.max_wake_age_s,
+                )
+            return Delivery(Result.GIVEN_UP, lateness_ms=lateness_ms, recorded=recorded)
+
+        recorded = self.store.record_failure(trigger, outcome.error, next_due)
+        retry_armed = recorded and self._arm_retry(Trigger(instance.id, trigger.reg, failures), next_due)
+        return Delivery(Result.FAILED, lateness_ms=lateness_ms, recorded=recorded, retry_armed=retry_armed)
+
+    def _too_old(self, instance: Instance, next_due: datetime) -> bool:
+        max_age_s = self.settings.max_wake_age_s
+        if not max_age_s or instance.at is None:
+            return False
+        return next_due > instance.at + timedelta(seconds=max_age_s)
+
+    def _arm_retry(self, retry: Trigger, due: datetime) -> bool:
+        try:
+            self.triggers.arm(retry, due, self.clock())
+        except (ClientError, BotoCoreError):
+            # The table holds the retry's time: the sweeper arms it once it is overdue.
+            logger.exception("retry could not be armed; the sweeper will", instance_id=retry.instance_id)
+            return False
+        return True
+
+
+def publish(delivery: Delivery) -> None:
+    """Counts one delivery in the metrics (call from one thread: the metric set is shared)."""
+    if delivery.result is Result.CALLED:
+        metrics.add_metric(name=Metric.WAKES_CALLED, unit=MetricUnit.Count, value=1)
+    elif delivery.result in (Result.FAILED, Result.GIVEN_UP):
+        metrics.add_metric(name=Metric.CALLS_FAILED, unit=MetricUnit.Count, value=1)
+    elif delivery.result is Result.STALE:
+        metrics.add_metric(name=Metric.STALE_TRIGGERS_DROPPED, unit=MetricUnit.Count, value=1)
+    if delivery.lateness_ms is not None:
+        metrics.add_metric(name=Metric.WAKE_LATENESS, unit=MetricUnit.Milliseconds, value=delivery.lateness_ms)
+    if delivery.retry_armed:
+        metrics.add_metric(name=Metric.RETRIES_SCHEDULED, unit=MetricUnit.Count, value=1)
+    if delivery.result is Result.GIVEN_UP and delivery.recorded:
+        metrics.add_metric(name=Metric.WAKES_GIVEN_UP, unit=MetricUnit.Count, value=1)
+
+
+def publish_baseline() -> None:
+    """Zero counts of calls made and failed, so every invocation reports and no alarm sees a gap."""
+    metrics.add_metric(name=Metric.WAKES_CALLED, unit=MetricUnit.Count, value=0)
+    metrics.add_metric(name=Metric.CALLS_FAILED, unit=MetricUnit.Count, value=0)

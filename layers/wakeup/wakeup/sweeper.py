@@ -1,0 +1,74 @@
+"""The sweeper's logic: re-arm pending wakes whose trigger was lost.
+
+The table is the truth and triggers are hints. A wake written to the table whose message or
+schedule was never made (a crash, or AWS failing between the two writes) stays pending with its
+time in the past; every minute the sweeper looks for those, through the sharded pending-wakes
+index, and arms them again. A wake whose call is in flight (a live claim) is left alone.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from aws_lambda_powertools.metrics import MetricUnit
+from botocore.exceptions import BotoCoreError, ClientError
+
+from wakeup.model import Instance
+from wakeup.observability import Metric, logger, metrics
+from wakeup.settings import Settings
+from wakeup.store import PENDING_SHARDS, Store
+from wakeup.times import epoch_ms, format_time
+from wakeup.triggers import Triggers
+from wakeup.wakes import trigger_for
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What one sweep found and did."""
+
+    overdue: int
+    rearmed: int
+    failed: int
+
+
+def sweep(store: Store, triggers: Triggers, settings: Settings, now: datetime) -> Sweep:
+    """Re-arms every pending wake overdue by more than the grace, shard by shard."""
+    before = now - timedelta(seconds=settings.sweep_grace_s)
+    overdue = rearmed = failed = 0
+    for shard in range(PENDING_SHARDS):
+        for instance in store.overdue(shard, before):
+            overdue += 1
+            try:
+                if _rearm(store, triggers, instance, now):
+                    rearmed += 1
+            except (ClientError, BotoCoreError):
+                # One wake that cannot be armed now must not keep the others waiting; it is still
+                # overdue, so the next sweep tries it again.
+                failed += 1
+                logger.exception("overdue wake could not be re-armed", instance_id=instance.id)
+    return Sweep(overdue=overdue, rearmed=rearmed, failed=failed)
+
+
+def _rearm(store: Store, triggers: Triggers, instance: Instance, now: datetime) -> bool:
+    """Re-arms one overdue wake unless a call holds it or it changed since it was listed."""
+    trigger = trigger_for(instance)
+    now_ms = epoch_ms(now)
+    if trigger is None or (instance.claim_until is not None and instance.claim_until >= now_ms):
+        return False
+    # Moving its time to now first makes the wake overdue again only after another grace period,
+    # and the write's condition (same registration and attempt, no live claim) loses any race
+    # with the caller or a new registration.
+    if not store.postpone(trigger, now, now_ms):
+        return False
+    triggers.arm(trigger, now, now)
+    logger.warning(
+        "overdue wake re-armed",
+        instance_id=instance.id,
+        due=format_time(instance.due) if instance.due else None,
+        attempts=instance.attempts,
+    )
+    return True
+
+
+def publish(result: Sweep) -> None:
+    """Counts the recoveries, zero included, so the sweeper's alarm always has data."""
+    metrics.add_metric(name=Metric.OVERDUE_WAKES_REARMED, unit=MetricUnit.Count, value=result.rearmed)

@@ -1,0 +1,244 @@
+"""Issue 3 end to end: wakes within the SQS horizon delivered by the local stack to a real host.
+
+Times are wall-clock seconds (`time.time()`), the clock the service and the host both read.
+"""
+
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from support.api import Api
+from support.host import WakeHost, closed_port_url, hang, redirect
+from support.stack_process import StackProcess
+from wakes_support import Instances, StackAws, as_registered, iso
+
+# How late a call may be (DESIGN section 3), and how long to watch for a call that must not come.
+ON_TIME_S = 1.0
+QUIET_S = 3.0
+
+
+@pytest.fixture
+def instances(api: Api) -> Iterator[Instances]:
+    made = Instances(api)
+    yield made
+    made.remove_all()
+
+
+def test_a_wake_three_seconds_ahead_is_called_once_on_time(instances: Instances, host: WakeHost) -> None:
+    # given
+    instance_id, token = instances.new(host.url)
+    at = iso(time.time() + 3)
+    # when
+    instances.wake(token, at)
+    # then
+    [call] = host.wait_for_calls(1, timeout=10)
+    assert as_registered(at) <= call.wall <= as_registered(at) + ON_TIME_S
+    assert call.path == "/wake"
+    assert call.headers["wakeup-instance"] == instance_id
+    assert call.headers["user-agent"].startswith("wakeup/")
+    body = instances.wait_for(instance_id, lambda b: b["calledAt"] is not None, "calledAt set")
+    assert (body["at"], body["attempts"], body["lastError"]) == (at, 0, None)
+    host.assert_no_calls_beyond(1, during=QUIET_S)
+
+
+def test_a_wake_in_the_past_is_called_within_a_second(instances: Instances, host: WakeHost) -> None:
+    _, token = instances.new(host.url)
+
+    instances.wake(token, "2020-01-01T00:00:00Z")
+    answered = time.time()
+
+    [call] = host.wait_for_calls(1, timeout=5)
+    assert call.wall - answered <= ON_TIME_S
+
+
+def test_a_failing_host_is_retried_after_1_2_and_4_seconds_then_succeeds(instances: Instances, host: WakeHost) -> None:
+    # given a host that answers 503 three times
+    host.script(503, 503, 503)
+    instance_id, token = instances.new(host.url)
+    # when
+    instances.wake(token, iso(time.time()))
+    # then the failures show while the retries go on
+    host.wait_for_calls(1, timeout=5)
+    failing = instances.wait_for(instance_id, lambda b: b["attempts"] >= 1, "a failed attempt recorded")
+    assert failing["lastError"] == "HTTP 503"
+    assert failing["calledAt"] is None
+    calls = host.wait_for_calls(4, timeout=20)
+    gaps = [later.monotonic - earlier.monotonic for earlier, later in zip(calls, calls[1:], strict=False)]
+    for gap, backoff in zip(gaps, [1, 2, 4], strict=True):
+        # Each retry is due its backoff after the failure recorded, and called within a second
+        # of that (the margin: the recording itself, on a busy machine).
+        assert backoff <= gap <= backoff + ON_TIME_S + 0.5, gaps
+    body = instances.wait_for(instance_id, lambda b: b["calledAt"] is not None, "the success recorded")
+    assert (body["attempts"], body["lastError"]) == (0, None)
+    host.assert_no_calls_beyond(4, during=QUIET_S)
+
+
+def test_a_redirect_is_a_failure_and_is_not_followed(instances: Instances, host: WakeHost) -> None:
+    host.script(redirect(f"{host.url}/elsewhere"))
+    instance_id, token = instances.new(host.url)
+
+    instances.wake(token, iso(time.time()))
+
+    failing = instances.wait_for(instance_id, lambda b: b["attempts"] == 1, "the redirect recorded")
+    assert failing["lastError"] == "HTTP 302 (redirects are not followed)"
+    calls = host.wait_for_calls(2, timeout=5)  # the retry, a second later
+    assert [call.path for call in calls] == ["/wake", "/wake"]
+    assert host.calls_to("/elsewhere") == []
+
+
+def test_a_host_that_does_not_answer_in_time_shows_a_timeout(instances: Instances, host: WakeHost) -> None:
+    # The session stack's call timeout is 2 s.
+    host.script(hang(10))
+    instance_id, token = instances.new(host.url)
+
+    instances.wake(token, iso(time.time()))
+
+    failing = instances.wait_for(instance_id, lambda b: b["attempts"] == 1, "the timeout recorded")
+    assert failing["lastError"] == "timed out after 2 s"
+    instances.wait_for(instance_id, lambda b: b["calledAt"] is not None, "the retry's success recorded")
+
+
+def test_a_refused_connection_shows_as_such(instances: Instances) -> None:
+    instance_id, token = instances.new(closed_port_url())
+
+    instances.wake(token, iso(time.time()))
+
+    failing = instances.wait_for(instance_id, lambda b: b["attempts"] >= 1, "the failure recorded")
+    assert failing["lastError"] == "connection refused"
+
+
+def test_only_the_newest_of_replaced_wakes_is_called_once(instances: Instances, host: WakeHost) -> None:
+    instance_id, token = instances.new(host.url)
+    instances.wake(token, iso(time.time() + 2))
+    newest = iso(time.time() + 4)
+    instances.wake(token, newest)
+
+    [call] = host.wait_for_calls(1, timeout=10)
+
+    assert as_registered(newest) <= call.wall <= as_registered(newest) + ON_TIME_S
+    host.assert_no_calls_beyond(1, during=QUIET_S)
+
+
+def test_a_wake_replaced_by_one_days_away_is_not_called(instances: Instances, host: WakeHost) -> None:
+    _, token = instances.new(host.url)
+    instances.wake(token, iso(time.time() + 2))
+    instances.wake(token, iso(time.time() + 3 * 86400))
+
+    host.assert_no_calls_beyond(0, during=2 + QUIET_S)
+
+
+def test_a_deleted_instance_is_not_called(instances: Instances, host: WakeHost, api: Api) -> None:
+    instance_id, token = instances.new(host.url)
+    instances.wake(token, iso(time.time() + 2))
+
+    assert api.delete(f"/wakeup/instances/{instance_id}").status_code == 204
+
+    host.assert_no_calls_beyond(0, during=2 + QUIET_S)
+
+
+def test_a_moved_instance_is_called_at_neither_url(instances: Instances, host: WakeHost, api: Api) -> None:
+    instance_id, token = instances.new(host.url_for("old"))
+    instances.wake(token, iso(time.time() + 2))
+
+    moved = api.register(host.url_for("new"), token)
+
+    assert moved.status_code == 200 and moved.json() == {"id": instance_id}
+    host.assert_no_calls_beyond(0, during=2 + QUIET_S)
+    assert instances.get(instance_id)["at"] is None
+
+
+def test_twenty_concurrent_wakes_make_one_call_at_the_time_finally_held(instances: Instances, host: WakeHost) -> None:
+    # given 20 requests racing with times a few seconds ahead
+    instance_id, token = instances.new(host.url)
+    base = time.time() + 4
+    times = [iso(base + n * 0.1) for n in range(20)]
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        replies = list(pool.map(lambda at: instances.api.wake(token, at), times))
+    assert {reply.status_code for reply in replies} == {204}
+    held = instances.get(instance_id)["at"]
+    # when / then
+    [call] = host.wait_for_calls(1, timeout=10)
+    assert as_registered(held) <= call.wall <= as_registered(held) + ON_TIME_S
+    host.assert_no_calls_beyond(1, during=QUIET_S)
+
+
+def test_a_hundred_wakes_due_at_one_second_are_each_called_once_on_time(instances: Instances, host: WakeHost) -> None:
+    # given 100 instances on one host, each with a path of its own
+    tokens = {f"/i{n}/wake": instances.new(host.url_for(f"i{n}"))[1] for n in range(100)}
+    at = iso(time.time() + 6)
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        replies = list(pool.map(lambda token: instances.api.wake(token, at), tokens.values()))
+    assert {reply.status_code for reply in replies} == {204}
+    assert time.time() < as_registered(at), "registering took too long for the test to mean anything"
+    # when
+    calls = host.wait_for_calls(100, timeout=20)
+    # then
+    assert sorted(call.path for call in calls) == sorted(tokens)
+    lateness = sorted(call.wall - as_registered(at) for call in calls)
+    p50 = statistics.median(lateness)
+    p99 = lateness[98]
+    print(f"\n100 wakes at one second: lateness p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms")
+    assert lateness[0] >= 0
+    assert p99 <= ON_TIME_S
+    host.assert_no_calls_beyond(100, during=QUIET_S)
+
+
+# -- at most one call: the claim ----------------------------------------------------------------
+
+
+def test_a_caller_that_dies_mid_call_is_replaced_after_its_lease_never_sooner(
+    instances: Instances, host: WakeHost, stack: StackProcess
+) -> None:
+    # given a wake 2 s ahead, and a caller that claimed it and died: its claim is in the table
+    instance_id, token = instances.new(host.url)
+    instances.wake(token, iso(time.time() + 2))
+    lease_end = time.time() + 5
+    aws = StackAws(stack)
+    stored = aws.stored_instance(instance_id)
+    aws.dynamodb.update_item(
+        TableName=stack.table_name,
+        Key={"pk": {"S": f"INSTANCE#{instance_id}"}},
+        UpdateExpression="SET claim_until = :until",
+        ConditionExpression="reg = :reg",
+        ExpressionAttributeValues={":until": {"N": str(int(lease_end * 1000))}, ":reg": stored["reg"]},
+    )
+    # when the trigger comes, the claim is held: then
+    [call] = host.wait_for_calls(1, timeout=15)
+    assert lease_end <= call.wall <= lease_end + ON_TIME_S + 1  # the re-sent trigger's whole-second delay
+    instances.wait_for(instance_id, lambda b: b["calledAt"] is not None, "the call recorded")
+    host.assert_no_calls_beyond(1, during=QUIET_S)
+
+
+def test_a_message_delivered_twice_calls_once(instances: Instances, host: WakeHost, stack: StackProcess) -> None:
+    # given a wake 3 s ahead, and two more copies of its message arriving with it
+    instance_id, token = instances.new(host.url)
+    instances.wake(token, iso(time.time() + 3))
+    aws = StackAws(stack)
+    body, queue_url = aws.trigger_body(instance_id), aws.caller_queue_url()
+    for _ in range(2):
+        aws.sqs.send_message(QueueUrl=queue_url, MessageBody=body, DelaySeconds=2)
+    # then one call, and none when the copies that found the claim held come back after the lease
+    host.wait_for_calls(1, timeout=10)
+    host.assert_no_calls_beyond(1, during=4 + QUIET_S)
+
+
+def test_calls_of_concurrent_deliveries_never_overlap(
+    instances: Instances, host: WakeHost, stack: StackProcess
+) -> None:
+    # given a slow host and five copies of the trigger arriving at once
+    host.script(hang(1.5))
+    instance_id, token = instances.new(host.url)
+    instances.wake(token, iso(time.time() + 3))
+    aws = StackAws(stack)
+    message = {"QueueUrl": aws.caller_queue_url(), "MessageBody": aws.trigger_body(instance_id), "DelaySeconds": 2}
+    threads = [threading.Thread(target=aws.sqs.send_message, kwargs=message) for _ in range(5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # then the one call in flight is the only one
+    host.wait_for_calls(1, timeout=10)
+    host.assert_no_calls_beyond(1, during=4 + QUIET_S)

@@ -1,0 +1,118 @@
+"""What the delivery and far-wake end-to-end tests share: instances made and removed over the
+stack's HTTP API, times as the service writes them, and a look into the stack's moto."""
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+from support.api import Api
+from support.stack_process import StackProcess
+from support.waiting import wait_until
+
+from wakeup.times import format_time, parse_stored
+from wakeup.tokens import TokenKind, mint
+
+
+def iso(ts: float) -> str:
+    """A wall-clock time (`time.time()`) as the service writes it."""
+    return format_time(datetime.fromtimestamp(ts, UTC))
+
+
+def as_registered(at: str) -> float:
+    """The moment the service holds for `at` (to the millisecond), in wall-clock seconds."""
+    return parse_stored(at).timestamp()
+
+
+class Instances:
+    """Registers instances for one test over the API, and deletes them afterwards, so that no
+    failing wake of a test keeps being retried in a shared stack."""
+
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        self.ids: list[str] = []
+
+    def new(self, url: str) -> tuple[str, str]:
+        token = mint(TokenKind.INSTANCE)
+        reply = self.api.register(url, token)
+        assert reply.status_code == 201, reply.text
+        self.ids.append(reply.json()["id"])
+        return reply.json()["id"], token
+
+    def wake(self, token: str, at: str) -> None:
+        reply = self.api.wake(token, at)
+        assert reply.status_code == 204, reply.text
+
+    def get(self, instance_id: str) -> dict[str, Any]:
+        reply = self.api.instance(instance_id)
+        assert reply.status_code == 200, reply.text
+        body: dict[str, Any] = reply.json()
+        return body
+
+    def wait_for(self, instance_id: str, check: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
+        def satisfied() -> dict[str, Any] | None:
+            body = self.get(instance_id)
+            return body if check(body) else None
+
+        return wait_until(satisfied, timeout=15, message=what)
+
+    def remove_all(self) -> None:
+        for instance_id in self.ids:
+            self.api.delete(f"/wakeup/instances/{instance_id}")
+
+
+class StackAws:
+    """The stack's moto, as AWS clients see it."""
+
+    def __init__(self, stack: StackProcess) -> None:
+        self.stack = stack
+        options = {
+            "endpoint_url": stack.endpoint_url,
+            "region_name": stack.region,
+            "aws_access_key_id": "testing",
+            "aws_secret_access_key": "testing",
+        }
+        self.dynamodb = boto3.client("dynamodb", **options)
+        self.sqs = boto3.client("sqs", **options)
+        self.scheduler = boto3.client("scheduler", **options)
+
+    def caller_queue_url(self) -> str:
+        [url] = [u for u in self.sqs.list_queues()["QueueUrls"] if "CallerQueue" in u and "DeadLetter" not in u]
+        return str(url)
+
+    def schedule_group(self) -> str:
+        groups = self.scheduler.list_schedule_groups()["ScheduleGroups"]
+        [name] = [group["Name"] for group in groups if group["Name"] != "default"]
+        return str(name)
+
+    def stored_instance(self, instance_id: str) -> dict[str, Any]:
+        item = self.dynamodb.get_item(
+            TableName=self.stack.table_name, Key={"pk": {"S": f"INSTANCE#{instance_id}"}}, ConsistentRead=True
+        )["Item"]
+        return dict(item)
+
+    def trigger_body(self, instance_id: str) -> str:
+        """The message the caller gets for the instance's current registration, first attempt."""
+        reg = self.stored_instance(instance_id)["reg"]["S"]
+        return json.dumps({"instance_id": instance_id, "reg": reg, "attempt": 0})
+
+    def schedule(self, instance_id: str, group: str) -> dict[str, Any] | None:
+        """The instance's one schedule, None when it has none."""
+        try:
+            found: dict[str, Any] = self.scheduler.get_schedule(Name=f"wake-{instance_id}", GroupName=group)
+        except self.scheduler.exceptions.ResourceNotFoundException:
+            return None
+        return found
+
+    def schedules(self, group: str, instance_id: str) -> list[dict[str, Any]]:
+        found = self.scheduler.list_schedules(GroupName=group, NamePrefix=f"wake-{instance_id}")["Schedules"]
+        return list(found)
+
+
+def schedule_time(schedule: dict[str, Any]) -> float:
+    """When an `at(...)` schedule (in UTC) is set to fire, in wall-clock seconds."""
+    assert schedule["ScheduleExpressionTimezone"] == "UTC"
+    expression = str(schedule["ScheduleExpression"])
+    assert expression.startswith("at(") and expression.endswith(")"), expression
+    return datetime.fromisoformat(expression[3:-1]).replace(tzinfo=UTC).timestamp()

@@ -1,0 +1,247 @@
+"""What the caller's and the sweeper's functional tests share: the template's resources in a moto
+server on loopback, a handler module of their own, a scriptable host, and the metrics printed.
+
+A moto server rather than `mock_aws`: the local stack of the end-to-end tests may run in the same
+process, and `mock_aws` would both reset its state and capture its requests. Each test gets its
+own table, queues and schedule group (unique names), removed afterwards.
+"""
+
+import importlib.util
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from moto.server import ThreadedMotoServer
+
+from wakeup.model import Trigger
+from wakeup.settings import Settings
+from wakeup.store import Store
+from wakeup.times import now
+from wakeup.triggers import Triggers
+from wakeup_local.aws import AwsClients, make_clients
+from wakeup_local.resources import create_resources
+from wakeup_local.template import Resolver, load_template
+
+ROOT = Path(__file__).resolve().parents[2]
+REGION = "us-east-1"
+
+
+@contextmanager
+def moto_endpoint() -> Iterator[str]:
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+class RecordingTriggers(Triggers):
+    """The real triggers, which also remember what they were asked to send and schedule."""
+
+    def __init__(self, settings: Settings, clients: AwsClients) -> None:
+        super().__init__(settings, clients.sqs, clients.scheduler)
+        self.sent: list[tuple[Trigger, float]] = []
+        self.scheduled: list[tuple[Trigger, datetime]] = []
+
+    def send(self, trigger: Trigger, delay_s: float) -> None:
+        self.sent.append((trigger, delay_s))
+        super().send(trigger, delay_s)
+
+    def schedule(self, trigger: Trigger, fire_at: datetime) -> None:
+        self.scheduled.append((trigger, fire_at))
+        super().schedule(trigger, fire_at)
+
+
+@dataclass
+class Deployed:
+    """One test's resources, made from template.yaml, and the service's objects over them."""
+
+    settings: Settings
+    clients: AwsClients
+    store: Store
+    triggers: RecordingTriggers
+
+    def queued(self, wait_s: float = 0) -> list[Trigger]:
+        """The triggers in the caller queue visible now (or within `wait_s`), removed from it."""
+        found = self.clients.sqs.receive_message(
+            QueueUrl=self.settings.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=int(wait_s)
+        )
+        triggers = []
+        for message in found.get("Messages", []):
+            triggers.append(Trigger(**json.loads(message["Body"])))
+            self.clients.sqs.delete_message(QueueUrl=self.settings.queue_url, ReceiptHandle=message["ReceiptHandle"])
+        return triggers
+
+    def delayed_count(self) -> int:
+        attributes = self.clients.sqs.get_queue_attributes(
+            QueueUrl=self.settings.queue_url, AttributeNames=["ApproximateNumberOfMessagesDelayed"]
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessagesDelayed"])
+
+    def schedule_input(self, instance_id: str) -> Trigger | None:
+        """The trigger the instance's schedule carries, None when it has none."""
+        try:
+            schedule = self.clients.scheduler.get_schedule(
+                Name=f"wake-{instance_id}", GroupName=self.settings.schedule_group
+            )
+        except self.clients.scheduler.exceptions.ResourceNotFoundException:
+            return None
+        return Trigger(**json.loads(schedule["Target"]["Input"]))
+
+    def new_instance(self, url: str) -> str:
+        account = self.store.create_account("test", uuid.uuid4().hex, now())
+        return self.store.register_instance(account.id, url, uuid.uuid4().hex, now()).instance.id
+
+    def new_wake(self, instance_id: str, at: datetime) -> Trigger:
+        """A registration written to the table (and not armed: the tests arm what they mean to)."""
+        reg = uuid.uuid4().hex
+        assert self.store.register_wake(instance_id, at, reg) is not None
+        return Trigger(instance_id, reg, 0)
+
+
+@contextmanager
+def deployed(endpoint_url: str, **settings: str) -> Iterator[Deployed]:
+    clients = make_clients(endpoint_url, REGION)
+    template = load_template(ROOT / "template.yaml")
+    resolver = Resolver(template, stack_name=f"fn-{uuid.uuid4().hex[:8]}", region=REGION, endpoint_url=endpoint_url)
+    resources = create_resources(template, resolver, clients)
+    values = {
+        "WAKEUP_TABLE": resources.tables["Table"],
+        "WAKEUP_QUEUE_URL": resources.queues["CallerQueue"].url,
+        "WAKEUP_SCHEDULE_GROUP": resources.schedule_groups["ScheduleGroup"],
+        "WAKEUP_CALLER_ARN": f"arn:aws:lambda:{REGION}:123456789012:function:{resolver.stack_name}-caller",
+        "WAKEUP_SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/scheduler",
+        "WAKEUP_CALL_TIMEOUT_S": "2",
+        "WAKEUP_CLAIM_LEASE_S": "4",
+        **settings,
+    }
+    config = Settings.model_validate(values)
+    try:
+        yield Deployed(config, clients, Store(config.table, clients.dynamodb), RecordingTriggers(config, clients))
+    finally:
+        for table in resources.tables.values():
+            clients.dynamodb.delete_table(TableName=table)
+        for queue in resources.queues.values():
+            clients.sqs.delete_queue(QueueUrl=queue.url)
+        for group in resources.schedule_groups.values():
+            clients.scheduler.delete_schedule_group(Name=group)
+
+
+def private_handler(function: str, env: Deployed) -> ModuleType:
+    """functions/<function>/<function>_handler.py as a module of this test's own, its factories
+    pointed at `env` (the local stack, if running in this process, keeps its own copy)."""
+    path = ROOT / "functions" / function / f"{function}_handler.py"
+    spec = importlib.util.spec_from_file_location(f"{function}_handler_under_test_{uuid.uuid4().hex}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.get_store = lambda: env.store  # type: ignore[attr-defined]
+    module.get_triggers = lambda: env.triggers  # type: ignore[attr-defined]
+    module.get_settings = lambda: env.settings  # type: ignore[attr-defined]
+    return module
+
+
+@dataclass
+class LambdaContext:
+    function_name: str = "test-caller"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:test-caller"
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+def emitted_metrics(stdout: str) -> dict[str, list[float]]:
+    """Every metric value in the EMF lines printed, by name."""
+    values: dict[str, list[float]] = {}
+    for line in stdout.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(record, dict) or "_aws" not in record:
+            continue
+        for directive in record["_aws"]["CloudWatchMetrics"]:
+            for metric in directive["Metrics"]:
+                value = record[metric["Name"]]
+                values.setdefault(metric["Name"], []).extend(value if isinstance(value, list) else [value])
+    return values
+
+
+def counted(stdout: str, name: str) -> float:
+    return sum(emitted_metrics(stdout).get(name, []))
+
+
+@dataclass
+class Call:
+    path: str
+    headers: dict[str, str]
+    at: datetime
+    monotonic: float
+
+
+@dataclass
+class Host:
+    """A host on loopback answering `/wake` with the statuses given in turn (then 200), after
+    `delay_s`, and recording each call."""
+
+    statuses: list[int] = field(default_factory=list)
+    delay_s: float = 0
+    calls: list[Call] = field(default_factory=list)
+    url: str = ""
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def next_status(self) -> int:
+        with self._lock:
+            return self.statuses.pop(0) if self.statuses else 200
+
+    def wait_for_calls(self, count: int, timeout_s: float) -> list[Call]:
+        deadline = time.monotonic() + timeout_s
+        while len(self.calls) < count:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"expected {count} calls within {timeout_s} s, got {len(self.calls)}")
+            time.sleep(0.02)
+        return list(self.calls)
+
+
+@contextmanager
+def serving_host(**options: Any) -> Iterator[Host]:
+    host = Host(**options)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            host.calls.append(Call(self.path, dict(self.headers.items()), now(), time.monotonic()))
+            if host.delay_s:
+                time.sleep(host.delay_s)
+            self.send_response(host.next_status())
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    host.url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield host
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

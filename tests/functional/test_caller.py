@@ -1,0 +1,425 @@
+"""The caller's handler with moto: SQS batches and Scheduler invocations, against a loopback host."""
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from types import ModuleType
+from typing import Any
+
+import pytest
+from moto_env import (
+    Deployed,
+    Host,
+    LambdaContext,
+    counted,
+    deployed,
+    emitted_metrics,
+    moto_endpoint,
+    private_handler,
+    serving_host,
+)
+
+from events import load_event, scheduler_invocation, sqs_batch
+from wakeup import __version__
+from wakeup.model import Trigger
+from wakeup.observability import logger, metrics
+from wakeup.times import epoch_ms, now
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    with moto_endpoint() as url:
+        yield url
+
+
+@pytest.fixture
+def env(endpoint: str) -> Iterator[Deployed]:
+    with deployed(endpoint) as env:
+        yield env
+
+
+@pytest.fixture
+def wake_host() -> Iterator[Host]:
+    with serving_host() as host:
+        yield host
+
+
+@pytest.fixture(autouse=True)
+def metrics_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Powertools reads the namespace when `wakeup.observability` is first imported; the template
+    # sets it for the functions.
+    monkeypatch.setattr(metrics, "namespace", metrics.namespace or "Wakeup")
+
+
+def handler(module: ModuleType, event: Any) -> Any:
+    return module.lambda_handler(event, LambdaContext())
+
+
+@pytest.fixture
+def caller(env: Deployed) -> ModuleType:
+    return private_handler("caller", env)
+
+
+class Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def log_records() -> Iterator[list[logging.LogRecord]]:
+    records = Records()
+    logging.getLogger(logger.name).addHandler(records)
+    yield records.records
+    logging.getLogger(logger.name).removeHandler(records)
+
+
+# -- calling ------------------------------------------------------------------------------------
+
+
+def test_a_due_trigger_calls_the_host_once_and_records_the_call(
+    env: Deployed, caller: ModuleType, wake_host: Host, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given
+    instance_id = env.new_instance(wake_host.url + "/base")
+    trigger = env.new_wake(instance_id, now() - timedelta(seconds=1))
+    # when
+    reply = handler(caller, sqs_batch(trigger))
+    # then
+    assert reply == {"batchItemFailures": []}
+    [call] = wake_host.calls
+    assert call.path == "/base/wake"
+    assert call.headers["User-Agent"] == f"wakeup/{__version__}"
+    assert call.headers["Wakeup-Instance"] == instance_id
+    instance = env.store.get_instance(instance_id)
+    assert instance is not None
+    assert instance.called_at is not None
+    assert instance.called_at >= call.at - timedelta(milliseconds=1)  # stored to the millisecond
+    assert (instance.attempts, instance.last_error, instance.pending) == (0, None, False)
+    printed = capsys.readouterr().out
+    assert counted(printed, "WakesCalled") == 1
+    [lateness] = emitted_metrics(printed)["WakeLateness"]
+    assert 1000 <= lateness < 3000
+
+
+def test_the_records_of_a_batch_are_called_concurrently(env: Deployed, caller: ModuleType) -> None:
+    with serving_host(delay_s=0.5) as slow_host:
+        triggers = [env.new_wake(env.new_instance(slow_host.url), now()) for _ in range(10)]
+
+        started = time.monotonic()
+        reply = handler(caller, sqs_batch(*triggers))
+        elapsed = time.monotonic() - started
+
+        assert reply == {"batchItemFailures": []}
+        assert sorted(c.headers["Wakeup-Instance"] for c in slow_host.calls) == sorted(t.instance_id for t in triggers)
+    # One after the other they would take 5 s.
+    assert elapsed < 2.5
+
+
+def test_a_record_that_is_not_a_trigger_fails_alone(env: Deployed, caller: ModuleType, wake_host: Host) -> None:
+    trigger = env.new_wake(env.new_instance(wake_host.url), now())
+    event = sqs_batch(trigger, "not json", '{"instance_id": 7, "reg": "r", "attempt": 0}')
+
+    reply = handler(caller, event)
+
+    bad = [record["messageId"] for record in event["Records"][1:]]
+    assert sorted(item["itemIdentifier"] for item in reply["batchItemFailures"]) == sorted(bad)
+    assert len(wake_host.calls) == 1
+
+
+def test_the_sample_events_are_handled(caller: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    # The samples name instances this table never had: their triggers are stale and dropped.
+    assert handler(caller, load_event("sqs_caller_batch.json")) == {"batchItemFailures": []}
+    assert handler(caller, load_event("scheduler_caller.json")) == {"result": "stale"}
+    assert counted(capsys.readouterr().out, "StaleTriggersDropped") == 3
+
+
+# -- stale triggers -------------------------------------------------------------------------------
+
+
+def test_a_trigger_for_a_replaced_registration_is_dropped(
+    env: Deployed, caller: ModuleType, wake_host: Host, capsys: pytest.CaptureFixture[str]
+) -> None:
+    instance_id = env.new_instance(wake_host.url)
+    replaced = env.new_wake(instance_id, now())
+    env.new_wake(instance_id, now() + timedelta(minutes=10))
+
+    handler(caller, sqs_batch(replaced))
+
+    assert wake_host.calls == []
+    assert env.triggers.sent == []
+    assert counted(capsys.readouterr().out, "StaleTriggersDropped") == 1
+
+
+def test_a_trigger_for_a_deleted_instance_is_dropped(env: Deployed, caller: ModuleType, wake_host: Host) -> None:
+    instance_id = env.new_instance(wake_host.url)
+    trigger = env.new_wake(instance_id, now())
+    instance = env.store.get_instance(instance_id)
+    assert instance is not None
+    env.store.delete_instance(instance)
+
+    assert handler(caller, sqs_batch(trigger)) == {"batchItemFailures": []}
+    assert wake_host.calls == []
+
+
+def test_a_trigger_for_an_instance_of_a_revoked_account_is_dropped(
+    env: Deployed, caller: ModuleType, wake_host: Host
+) -> None:
+    instance_id = env.new_instance(wake_host.url)
+    trigger = env.new_wake(instance_id, now())
+    instance = env.store.get_instance(instance_id)
+    assert instance is not None
+    env.store.revoke_account(instance.account_id, now())
+
+    handler(caller, sqs_batch(trigger))
+
+    assert wake_host.calls == []
+
+
+def test_a_message_delivered_twice_calls_once(env: Deployed, caller: ModuleType, wake_host: Host) -> None:
+    trigger = env.new_wake(env.new_instance(wake_host.url), now())
+
+    handler(caller, sqs_batch(trigger))
+    handler(caller, sqs_batch(trigger))
+
+    assert len(wake_host.calls) == 1
+
+
+def test_two_copies_in_one_batch_call_once_and_look_again_after_the_lease(env: Deployed, caller: ModuleType) -> None:
+    # A slow host, so that one copy finds the other's call in flight.
+    with serving_host(delay_s=0.5) as slow_host:
+        trigger = env.new_wake(env.new_instance(slow_host.url), now())
+
+        handler(caller, sqs_batch(trigger, trigger))
+
+        assert len(slow_host.calls) == 1
+    # The copy that found the claim held comes back once the lease is over (4 s here, counted from
+    # the call's start, which may be a second after the claim); by then the call is recorded.
+    [(resent, delay)] = env.triggers.sent
+    assert resent == trigger
+    assert 4 <= delay <= 6
+
+
+# -- timing -------------------------------------------------------------------------------------
+
+
+def test_an_early_trigger_is_armed_again_for_its_time(env: Deployed, caller: ModuleType, wake_host: Host) -> None:
+    at = now() + timedelta(seconds=5)
+    trigger = env.new_wake(env.new_instance(wake_host.url), at)
+
+    handler(caller, sqs_batch(trigger))
+
+    assert wake_host.calls == []
+    [(sent, delay)] = env.triggers.sent
+    assert sent == trigger
+    assert 4 < delay <= 5
+    assert env.delayed_count() == 1
+
+
+def test_the_last_moment_before_the_wake_is_waited_out(env: Deployed, caller: ModuleType, wake_host: Host) -> None:
+    at = now() + timedelta(seconds=0.8)
+    trigger = env.new_wake(env.new_instance(wake_host.url), at)
+
+    handler(caller, sqs_batch(trigger))
+
+    [call] = wake_host.calls
+    assert at <= call.at < at + timedelta(seconds=0.5)
+    assert env.triggers.sent == []
+
+
+# -- failures -----------------------------------------------------------------------------------
+
+
+def test_a_failed_call_is_recorded_and_retried_a_second_later(
+    env: Deployed,
+    caller: ModuleType,
+    wake_host: Host,
+    capsys: pytest.CaptureFixture[str],
+    log_records: list[logging.LogRecord],
+) -> None:
+    # given a host that fails once
+    wake_host.statuses = [503]
+    instance_id = env.new_instance(wake_host.url)
+    trigger = env.new_wake(instance_id, now())
+    # when
+    handler(caller, sqs_batch(trigger))
+    # then the failure is visible and a retry is armed for a second later
+    failed = env.store.get_instance(instance_id)
+    assert failed is not None
+    assert (failed.attempts, failed.last_error, failed.called_at) == (1, "HTTP 503", None)
+    retry = Trigger(instance_id, trigger.reg, 1)
+    [(sent, delay)] = env.triggers.sent
+    assert (sent, round(delay)) == (retry, 1)
+    assert failed.due is not None and failed.due > wake_host.calls[0].at + timedelta(seconds=0.99)
+    printed = capsys.readouterr().out
+    assert counted(printed, "CallsFailed") == 1
+    assert counted(printed, "RetriesScheduled") == 1
+    [warning] = [r for r in log_records if r.getMessage() == "wake call failed"]
+    assert warning.__dict__["instance_id"] == instance_id
+    assert warning.__dict__["host"] == wake_host.url.removeprefix("http://")
+    assert (warning.__dict__["error"], warning.__dict__["attempts"]) == ("HTTP 503", 1)
+
+    # when the retry arrives, the host is called again no sooner than a second later, and succeeds
+    handler(caller, sqs_batch(retry))
+    first, second = wake_host.calls
+    assert second.monotonic - first.monotonic >= 1
+    called = env.store.get_instance(instance_id)
+    assert called is not None
+    assert (called.attempts, called.last_error) == (0, None)
+    assert called.called_at is not None
+
+
+def test_the_wait_doubles_with_each_failure(env: Deployed, caller: ModuleType, wake_host: Host) -> None:
+    instance_id = env.new_instance(wake_host.url)
+    trigger = env.new_wake(instance_id, now() - timedelta(seconds=30))
+    # Two failures already recorded: the next one is the third, followed by 4 s.
+    for attempt in range(2):
+        assert env.store.record_failure(Trigger(instance_id, trigger.reg, attempt), "HTTP 500", now())
+    wake_host.statuses = [500]
+
+    handler(caller, sqs_batch(Trigger(instance_id, trigger.reg, 2)))
+
+    [(sent, delay)] = env.triggers.sent
+    assert (sent.attempt, round(delay)) == (3, 4)
+
+
+def test_an_unreachable_host_is_recorded_as_such(env: Deployed, caller: ModuleType) -> None:
+    import socket
+
+    with socket.socket() as sock:  # bound, not listening: connections are refused
+        sock.bind(("127.0.0.1", 0))
+        instance_id = env.new_instance(f"http://127.0.0.1:{sock.getsockname()[1]}")
+        trigger = env.new_wake(instance_id, now())
+
+        handler(caller, sqs_batch(trigger))
+
+    instance = env.store.get_instance(instance_id)
+    assert instance is not None
+    assert (instance.attempts, instance.last_error) == (1, "connection refused")
+
+
+def test_a_wake_past_its_maximum_age_is_given_up(endpoint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with deployed(endpoint, WAKEUP_MAX_WAKE_AGE_S="2") as env, serving_host(statuses=[503]) as host:
+        caller = private_handler("caller", env)
+        instance_id = env.new_instance(host.url)
+        trigger = env.new_wake(instance_id, now() - timedelta(seconds=5))
+
+        handler(caller, sqs_batch(trigger))
+
+        instance = env.store.get_instance(instance_id)
+        assert instance is not None
+        assert (instance.attempts, instance.last_error, instance.pending) == (1, "HTTP 503", False)
+        assert env.triggers.sent == []
+    printed = capsys.readouterr().out
+    assert counted(printed, "WakesGivenUp") == 1
+    assert counted(printed, "RetriesScheduled") == 0
+
+
+# -- claims -------------------------------------------------------------------------------------
+
+
+def test_a_claim_held_by_another_call_sends_the_trigger_again_after_its_lease(
+    env: Deployed, caller: ModuleType, wake_host: Host
+) -> None:
+    trigger = env.new_wake(env.new_instance(wake_host.url), now())
+    assert env.store.claim(trigger, epoch_ms(now()), 3000) is not None
+
+    handler(caller, sqs_batch(trigger))
+
+    assert wake_host.calls == []
+    [(sent, delay)] = env.triggers.sent
+    assert (sent, delay) == (trigger, 3)
+
+
+def test_a_claim_past_its_lease_is_taken_over(env: Deployed, caller: ModuleType, wake_host: Host) -> None:
+    # A caller that claimed five seconds ago with a four-second lease, and died.
+    trigger = env.new_wake(env.new_instance(wake_host.url), now())
+    assert env.store.claim(trigger, epoch_ms(now()) - 5000, 4000) is not None
+
+    handler(caller, sqs_batch(trigger))
+
+    assert len(wake_host.calls) == 1
+
+
+def test_a_call_for_a_registration_replaced_meanwhile_records_nothing(env: Deployed, caller: ModuleType) -> None:
+    with serving_host(delay_s=0.5) as slow_host:
+        instance_id = env.new_instance(slow_host.url)
+        trigger = env.new_wake(instance_id, now())
+        later = now() + timedelta(minutes=5)
+
+        def replace_during_the_call() -> None:
+            slow_host.wait_for_calls(1, timeout_s=5)
+            env.new_wake(instance_id, later)
+
+        replacer = threading.Thread(target=replace_during_the_call)
+        replacer.start()
+        handler(caller, sqs_batch(trigger))
+        replacer.join()
+
+    instance = env.store.get_instance(instance_id)
+    assert instance is not None
+    assert instance.reg != trigger.reg
+    assert (instance.called_at, instance.attempts) == (None, 0)
+    assert instance.due is not None and abs(instance.due - later) < timedelta(milliseconds=1)
+
+
+# -- Scheduler ----------------------------------------------------------------------------------
+
+
+def test_a_schedule_firing_early_arms_the_last_approach_through_sqs(
+    env: Deployed, caller: ModuleType, wake_host: Host
+) -> None:
+    trigger = env.new_wake(env.new_instance(wake_host.url), now() + timedelta(seconds=40))
+
+    assert handler(caller, scheduler_invocation(trigger)) == {"result": "early"}
+
+    [(sent, delay)] = env.triggers.sent
+    assert sent == trigger
+    assert 38 < delay <= 40
+    assert wake_host.calls == []
+
+
+def test_a_due_schedule_calls_the_host(env: Deployed, caller: ModuleType, wake_host: Host) -> None:
+    trigger = env.new_wake(env.new_instance(wake_host.url), now())
+
+    assert handler(caller, scheduler_invocation(trigger)) == {"result": "called"}
+    assert len(wake_host.calls) == 1
+
+
+def test_a_stale_schedule_re_arms_the_registration_the_instance_holds(
+    env: Deployed, caller: ModuleType, wake_host: Host
+) -> None:
+    # given a schedule that fired for a registration replaced by one hours away (whose own update
+    # of the one schedule the firing may have swallowed)
+    instance_id = env.new_instance(wake_host.url)
+    replaced = env.new_wake(instance_id, now() + timedelta(hours=1))
+    at = now() + timedelta(hours=3)
+    current = env.new_wake(instance_id, at)
+    # when
+    assert handler(caller, scheduler_invocation(replaced)) == {"result": "stale"}
+    # then
+    assert env.schedule_input(instance_id) == current
+    [(scheduled, fire_at)] = env.triggers.scheduled
+    assert scheduled == current
+    assert timedelta(seconds=59) <= at - fire_at <= timedelta(seconds=61)
+    assert wake_host.calls == []
+
+
+def test_a_stale_schedule_for_a_called_wake_arms_nothing(env: Deployed, caller: ModuleType, wake_host: Host) -> None:
+    trigger = env.new_wake(env.new_instance(wake_host.url), now())
+    assert handler(caller, scheduler_invocation(trigger)) == {"result": "called"}
+
+    assert handler(caller, scheduler_invocation(trigger)) == {"result": "stale"}
+
+    assert (env.triggers.sent, env.triggers.scheduled) == ([], [])
+    assert len(wake_host.calls) == 1
+
+
+def test_a_schedule_input_that_is_not_a_trigger_raises_for_scheduler_to_retry(caller: ModuleType) -> None:
+    with pytest.raises(ValueError, match="instance_id"):
+        handler(caller, {"hello": "world"})

@@ -1,0 +1,129 @@
+"""The sweeper's handler with moto: overdue pending wakes with no live claim are armed again."""
+
+from collections.abc import Iterator
+from datetime import timedelta
+from types import ModuleType
+
+import pytest
+from moto_env import (
+    Deployed,
+    LambdaContext,
+    counted,
+    deployed,
+    moto_endpoint,
+    private_handler,
+)
+
+from events import load_event
+from wakeup.model import Trigger
+from wakeup.observability import metrics
+from wakeup.store import PENDING_SHARDS, pending_shard
+from wakeup.times import epoch_ms, now
+
+URL = "http://127.0.0.1:9/unused"  # nothing is called here
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    with moto_endpoint() as url:
+        yield url
+
+
+@pytest.fixture
+def env(endpoint: str) -> Iterator[Deployed]:
+    with deployed(endpoint, WAKEUP_SWEEP_GRACE_S="30") as env:
+        yield env
+
+
+@pytest.fixture
+def sweeper(env: Deployed, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    # Powertools reads the namespace when `wakeup.observability` is first imported; the template
+    # sets it for the functions.
+    monkeypatch.setattr(metrics, "namespace", metrics.namespace or "Wakeup")
+    return private_handler("sweeper", env)
+
+
+def sweep(sweeper: ModuleType) -> dict[str, int]:
+    result: dict[str, int] = sweeper.lambda_handler(load_event("sweeper_tick.json"), LambdaContext())
+    return result
+
+
+def test_a_wake_whose_trigger_was_lost_is_armed_again(
+    env: Deployed, sweeper: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given a wake due two minutes ago that was written but never armed
+    instance_id = env.new_instance(URL)
+    lost = env.new_wake(instance_id, now() - timedelta(minutes=2))
+    # when
+    assert sweep(sweeper) == {"overdue": 1, "rearmed": 1, "failed": 0}
+    # then its trigger is in the queue, to be delivered now
+    assert env.queued() == [lost]
+    instance = env.store.get_instance(instance_id)
+    assert instance is not None and instance.due is not None
+    assert now() - instance.due < timedelta(seconds=5)
+    assert counted(capsys.readouterr().out, "OverdueWakesRearmed") == 1
+
+
+def test_a_wake_re_armed_is_not_re_armed_again_within_the_grace(env: Deployed, sweeper: ModuleType) -> None:
+    env.new_wake(env.new_instance(URL), now() - timedelta(minutes=2))
+    sweep(sweeper)
+
+    assert sweep(sweeper) == {"overdue": 0, "rearmed": 0, "failed": 0}
+
+
+def test_a_retry_whose_trigger_was_lost_is_armed_with_its_attempt(env: Deployed, sweeper: ModuleType) -> None:
+    instance_id = env.new_instance(URL)
+    trigger = env.new_wake(instance_id, now() - timedelta(minutes=5))
+    assert env.store.record_failure(trigger, "HTTP 503", now() - timedelta(minutes=1))
+
+    sweep(sweeper)
+
+    assert env.queued() == [Trigger(instance_id, trigger.reg, 1)]
+
+
+def test_a_wake_within_the_grace_is_left_to_its_trigger(
+    env: Deployed, sweeper: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env.new_wake(env.new_instance(URL), now() - timedelta(seconds=10))
+
+    assert sweep(sweeper) == {"overdue": 0, "rearmed": 0, "failed": 0}
+    assert env.triggers.sent == []
+    # Zero is reported too, so the sweeper's alarm has data every minute.
+    assert counted(capsys.readouterr().out, "OverdueWakesRearmed") == 0
+
+
+def test_a_wake_with_a_call_in_flight_is_left_alone(env: Deployed, sweeper: ModuleType) -> None:
+    trigger = env.new_wake(env.new_instance(URL), now() - timedelta(minutes=2))
+    assert env.store.claim(trigger, epoch_ms(now()), 10_000) is not None
+
+    assert sweep(sweeper) == {"overdue": 1, "rearmed": 0, "failed": 0}
+    assert env.triggers.sent == []
+
+
+def test_a_wake_whose_claim_ran_out_is_armed_again(env: Deployed, sweeper: ModuleType) -> None:
+    # The caller that claimed it died: its lease ended a minute ago.
+    trigger = env.new_wake(env.new_instance(URL), now() - timedelta(minutes=3))
+    assert env.store.claim(trigger, epoch_ms(now()) - 120_000, 60_000) is not None
+
+    assert sweep(sweeper)["rearmed"] == 1
+    assert env.queued() == [trigger]
+
+
+def test_called_and_future_wakes_are_not_touched(env: Deployed, sweeper: ModuleType) -> None:
+    called = env.new_wake(env.new_instance(URL), now() - timedelta(minutes=2))
+    assert env.store.record_success(called, now())
+    env.new_wake(env.new_instance(URL), now() + timedelta(hours=1))
+
+    assert sweep(sweeper) == {"overdue": 0, "rearmed": 0, "failed": 0}
+
+
+def test_overdue_wakes_in_every_shard_are_found(env: Deployed, sweeper: ModuleType) -> None:
+    # given overdue wakes until every shard of the index holds at least one
+    lost: list[Trigger] = []
+    while {pending_shard(t.instance_id) for t in lost} != {str(s) for s in range(PENDING_SHARDS)}:
+        lost.append(env.new_wake(env.new_instance(URL), now() - timedelta(minutes=2)))
+    # when
+    result = sweep(sweeper)
+    # then
+    assert result == {"overdue": len(lost), "rearmed": len(lost), "failed": 0}
+    assert sorted((t for t, _ in env.triggers.sent), key=str) == sorted(lost, key=str)
