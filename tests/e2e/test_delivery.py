@@ -10,10 +10,11 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from wakes_support import Instances, StackAws, as_registered, iso
+
 from support.api import Api
 from support.host import WakeHost, closed_port_url, hang, redirect
 from support.stack_process import StackProcess
-from wakes_support import Instances, StackAws, as_registered, iso
 
 # How late a call may be (DESIGN section 3), and how long to watch for a call that must not come.
 ON_TIME_S = 1.0

@@ -11,11 +11,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from wakes_support import Instances, StackAws, as_registered, iso, schedule_time
+
 from support.api import Api
 from support.host import WakeHost
 from support.stack_process import StackProcess
 from support.waiting import wait_until
-from wakes_support import Instances, StackAws, as_registered, iso, schedule_time
 
 ON_TIME_S = 1.0
 QUIET_S = 3.0

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import boto3
+
 from support.api import Api
 from support.stack_process import StackProcess
 from support.waiting import wait_until
-
 from wakeup.times import format_time, parse_stored
 from wakeup.tokens import TokenKind, mint
 

@@ -1,0 +1,51 @@
+"""boto3 clients of the local stack's own, always pointed at its moto server."""
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import boto3
+from botocore.config import Config
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_scheduler import EventBridgeSchedulerClient
+    from mypy_boto3_sqs import SQSClient
+
+# Any value will do for moto; they are set explicitly so that no real credentials are ever used.
+DUMMY_ACCESS_KEY_ID = "testing"
+DUMMY_SECRET_ACCESS_KEY = "testing"
+
+# Pollers and the Scheduler share these clients across threads (boto3 clients are thread-safe);
+# the pool is sized for them, and moto on loopback answers at once or not at all.
+_CONFIG = Config(
+    max_pool_connections=64,
+    connect_timeout=2,
+    read_timeout=10,
+    retries={"mode": "standard", "max_attempts": 3},
+)
+
+
+@dataclass(frozen=True)
+class AwsClients:
+    dynamodb: "DynamoDBClient"
+    sqs: "SQSClient"
+    scheduler: "EventBridgeSchedulerClient"
+
+    def close(self) -> None:
+        """Closes the clients' connections."""
+        self.dynamodb.close()
+        self.sqs.close()
+        self.scheduler.close()
+
+
+def make_clients(endpoint_url: str, region: str) -> AwsClients:
+    session = boto3.session.Session(
+        aws_access_key_id=DUMMY_ACCESS_KEY_ID,
+        aws_secret_access_key=DUMMY_SECRET_ACCESS_KEY,
+        region_name=region,
+    )
+    return AwsClients(
+        dynamodb=session.client("dynamodb", endpoint_url=endpoint_url, config=_CONFIG),
+        sqs=session.client("sqs", endpoint_url=endpoint_url, config=_CONFIG),
+        scheduler=session.client("scheduler", endpoint_url=endpoint_url, config=_CONFIG),
+    )

@@ -1,0 +1,412 @@
+"""API Gateway HTTP API (payload format 2.0) in front of the template's functions, on loopback.
+
+Routes come from the functions' `HttpApi` events: `GET /wakeup/instances/{id}` and the like, and a
+`$default` route that takes whatever no other route matches (an unknown path, or a known path with
+another method: HTTP APIs answer neither 404 nor 405 themselves). Without a `$default` route an
+unmatched request gets API Gateway's own 404.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import re
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, unquote
+
+from wakeup_local.functions import Functions, LocalFunction
+from wakeup_local.template import ACCOUNT_ID
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ROUTE = "$default"
+STAGE = "$default"
+# API Gateway's payload limit for HTTP APIs.
+MAX_BODY_BYTES = 10 * 1024 * 1024
+INTERNAL_ERROR = {"error": "internal error"}
+_ANY_METHODS = {"ANY", "X-AMAZON-APIGATEWAY-ANY-METHOD"}
+# Seconds an idle keep-alive connection stays open.
+IDLE_CONNECTION_TIMEOUT_S = 30
+
+
+@dataclass(frozen=True)
+class Route:
+    """One route of the HTTP API: `method` is upper case or `ANY`; `path` a template or `$default`."""
+
+    method: str
+    path: str
+    function: LocalFunction
+
+    @property
+    def route_key(self) -> str:
+        return DEFAULT_ROUTE if self.path == DEFAULT_ROUTE else f"{self.method} {self.path}"
+
+    @property
+    def _segments(self) -> list[str]:
+        return self.path.strip("/").split("/") if self.path.strip("/") else []
+
+    def specificity(self) -> tuple[int, int, int]:
+        """Sorts the most specific route first: no greedy variable, fewest variables, a named method."""
+        segments = self._segments
+        greedy = sum(1 for segment in segments if segment.endswith("+}"))
+        variables = sum(1 for segment in segments if segment.startswith("{"))
+        return (greedy, variables, 1 if self.method == "ANY" else 0)
+
+    def match(self, method: str, raw_path: str) -> dict[str, str] | None:
+        """The path parameters when the request matches this route, else None."""
+        if self.path == DEFAULT_ROUTE or self.method not in ("ANY", method):
+            return None
+        parts = raw_path.strip("/").split("/") if raw_path.strip("/") else []
+        parameters: dict[str, str] = {}
+        for index, segment in enumerate(self._segments):
+            variable = re.fullmatch(r"\{([^}+]+)(\+?)\}", segment)
+            if variable and variable.group(2):  # `{proxy+}` takes the rest, at least one segment
+                if index >= len(parts):
+                    return None
+                parameters[variable.group(1)] = unquote("/".join(parts[index:]))
+                return parameters
+            if index >= len(parts):
+                return None
+            if variable:
+                if not parts[index]:
+                    return None
+                parameters[variable.group(1)] = unquote(parts[index])
+            elif segment != parts[index]:
+                return None
+        return parameters if len(parts) == len(self._segments) else None
+
+
+def routes_from(functions: Functions) -> list[Route]:
+    """The routes the functions' `HttpApi` events declare (their properties already resolved)."""
+    routes = []
+    for function in functions:
+        for event_name, event in function.spec.events.items():
+            if event.get("Type") != "HttpApi":
+                continue
+            properties = event.get("Properties") or {}
+            if str(properties.get("PayloadFormatVersion", "2.0")) != "2.0":
+                log.warning("%s.%s: only payload format 2.0 is served locally", function.name, event_name)
+            path = str(properties.get("Path", DEFAULT_ROUTE))
+            method = str(properties.get("Method", "ANY")).upper()
+            routes.append(Route("ANY" if method in _ANY_METHODS else method, path, function))
+    return routes
+
+
+def select_route(routes: Iterable[Route], method: str, raw_path: str) -> tuple[Route, dict[str, str]] | None:
+    """The route a request takes (the most specific match, else `$default`) and its path parameters."""
+    matches = []
+    default = None
+    for route in routes:
+        if route.path == DEFAULT_ROUTE:
+            default = default or route
+            continue
+        parameters = route.match(method, raw_path)
+        if parameters is not None:
+            matches.append((route, parameters))
+    if matches:
+        return min(matches, key=lambda match: match[0].specificity())
+    return (default, {}) if default else None
+
+
+def build_event(
+    *,
+    route: Route,
+    path_parameters: dict[str, str],
+    method: str,
+    raw_path: str,
+    raw_query: str,
+    headers: Iterable[tuple[str, str]],
+    body: bytes,
+    source_ip: str,
+    api_id: str,
+    request_id: str,
+    now: datetime,
+) -> dict[str, Any]:
+    """The payload format 2.0 event API Gateway would send for this request."""
+    merged: dict[str, str] = {}
+    cookies: list[str] = []
+    for name, value in headers:
+        key = name.lower()
+        if key == "cookie":
+            cookies.extend(part.strip() for part in value.split(";") if part.strip())
+            continue
+        merged[key] = f"{merged[key]},{value}" if key in merged else value
+    query: dict[str, str] = {}
+    for name, value in parse_qsl(raw_query, keep_blank_values=True):
+        query[name] = f"{query[name]},{value}" if name in query else value
+    host = merged.get("host", "localhost")
+    # HTTP APIs hand the path over percent-decoded (REST APIs and function URLs do not).
+    path = unquote(raw_path)
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": route.route_key,
+        "rawPath": path,
+        "rawQueryString": raw_query,
+        "headers": merged,
+        "requestContext": {
+            "accountId": ACCOUNT_ID,
+            "apiId": api_id,
+            "domainName": host,
+            "domainPrefix": host.split(".")[0],
+            "http": {
+                "method": method,
+                "path": path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": source_ip,
+                "userAgent": merged.get("user-agent", ""),
+            },
+            "requestId": request_id,
+            "routeKey": route.route_key,
+            "stage": STAGE,
+            "time": now.strftime("%d/%b/%Y:%H:%M:%S +0000"),
+            "timeEpoch": int(now.timestamp() * 1000),
+        },
+        "isBase64Encoded": False,
+    }
+    if cookies:
+        event["cookies"] = cookies
+    if query:
+        event["queryStringParameters"] = query
+    if path_parameters:
+        event["pathParameters"] = path_parameters
+    if body:
+        try:
+            event["body"] = body.decode("utf-8")
+        except UnicodeDecodeError:  # binary: API Gateway hands it over base64-encoded
+            event["body"] = base64.b64encode(body).decode("ascii")
+            event["isBase64Encoded"] = True
+    return event
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+def response_from(result: Any) -> HttpResponse:
+    """The HTTP response API Gateway makes of a handler's result (payload format 2.0).
+
+    Raises ValueError for a result API Gateway could not turn into a response.
+    """
+    if not (isinstance(result, dict) and "statusCode" in result):
+        # Without a status code, API Gateway answers 200 with the result as a JSON body.
+        return HttpResponse(200, [("content-type", "application/json")], json.dumps(result).encode())
+    status = result["statusCode"]
+    if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599:
+        raise ValueError(f"statusCode {status!r} is not an HTTP status")
+    headers = [(str(name), str(value)) for name, value in (result.get("headers") or {}).items()]
+    headers += [("set-cookie", str(cookie)) for cookie in result.get("cookies") or []]
+    raw_body = result.get("body")
+    if raw_body is None:
+        body = b""
+    elif result.get("isBase64Encoded"):
+        body = base64.b64decode(str(raw_body), validate=True)
+    else:
+        body = str(raw_body).encode("utf-8")
+    return HttpResponse(status, headers, body)
+
+
+class _Server(ThreadingHTTPServer):
+    """Keeps its open connections, so stopping closes idle keep-alive ones as well."""
+
+    daemon_threads = True
+    # socketserver's default backlog of 5 drops connections of a burst of requests, which clients
+    # retry only a second later.
+    request_queue_size = 1024
+
+    def __init__(self, address: tuple[str, int], gateway: Gateway) -> None:
+        self.gateway = gateway
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(address, _RequestHandler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        with self._connections_lock:
+            connections = list(self._connections)
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed by the other end
+
+
+class _RequestHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = IDLE_CONNECTION_TIMEOUT_S
+    server: _Server
+
+    def do_GET(self) -> None:  # noqa: N802 - the names http.server dispatches to
+        self._handle()
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = do_GET  # noqa: N815
+
+    def version_string(self) -> str:
+        return "wakeup-local"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        log.debug("%s %s", self.address_string(), format % args)
+
+    def _handle(self) -> None:
+        body = self._read_body()
+        if body is None:
+            return
+        response = self.server.gateway.handle(
+            method=self.command,
+            target=self.path,
+            headers=list(self.headers.items()),
+            body=body,
+            source_ip=self.client_address[0],
+        )
+        self.send_response(response.status)
+        for name, value in response.headers:
+            if name.lower() not in ("content-length", "connection", "transfer-encoding"):
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(response.body)))
+        self.end_headers()
+        if self.command != "HEAD" and response.body:
+            self.wfile.write(response.body)
+
+    def _read_body(self) -> bytes | None:
+        """The request's body, or None once a 413 or 400 has been sent and the connection is to close."""
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            return self._read_chunked()
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            self._refuse(400, "Bad Request")
+            return None
+        if length > MAX_BODY_BYTES:
+            self._refuse(413, "Request Entity Too Large")
+            return None
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _read_chunked(self) -> bytes | None:
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            size_line = self.rfile.readline(1024).split(b";")[0].strip()
+            try:
+                size = int(size_line, 16)
+            except ValueError:
+                self._refuse(400, "Bad Request")
+                return None
+            if size == 0:
+                while self.rfile.readline(1024).strip():  # trailers
+                    pass
+                return b"".join(chunks)
+            total += size
+            if total > MAX_BODY_BYTES:
+                self._refuse(413, "Request Entity Too Large")
+                return None
+            chunks.append(self.rfile.read(size))
+            self.rfile.readline(1024)
+
+    def _refuse(self, status: int, message: str) -> None:
+        body = json.dumps({"message": message}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = True
+
+
+class Gateway:
+    """The HTTP API on `127.0.0.1:port` (0: a free port), calling the functions in-process."""
+
+    def __init__(self, routes: list[Route], port: int = 0, host: str = "127.0.0.1", api_id: str = "local") -> None:
+        self.routes = routes
+        self.api_id = api_id
+        self._server = _Server((host, port), self)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        host = self._server.server_address[0]
+        return f"http://{host!s}:{self.port}"
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="gateway", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join()
+            self._thread = None
+        self._server.server_close()
+        self._server.close_connections()
+
+    def handle(
+        self, *, method: str, target: str, headers: list[tuple[str, str]], body: bytes, source_ip: str
+    ) -> HttpResponse:
+        raw_path, _, raw_query = target.partition("?")
+        raw_query = raw_query.partition("#")[0]
+        request_id = base64.urlsafe_b64encode(uuid.uuid4().bytes[:12]).decode().rstrip("=")
+        selected = select_route(self.routes, method, raw_path)
+        if selected is None:
+            return _json_response(404, {"message": "Not Found"}, request_id)
+        route, path_parameters = selected
+        event = build_event(
+            route=route,
+            path_parameters=path_parameters,
+            method=method,
+            raw_path=raw_path,
+            raw_query=raw_query,
+            headers=headers,
+            body=body,
+            source_ip=source_ip,
+            api_id=self.api_id,
+            request_id=request_id,
+            now=datetime.now(UTC),
+        )
+        started = time.monotonic()
+        try:
+            response = response_from(route.function.invoke(event))
+        except Exception:
+            # API Gateway answers a failed invocation with a 500 of its own; the trace goes to the
+            # log (as to CloudWatch), never into the reply.
+            log.exception("%s failed on %s %s", route.function.name, method, raw_path)
+            return _json_response(500, INTERNAL_ERROR, request_id)
+        log.info(
+            "%s %s -> %d (%s, %.0f ms)",
+            method,
+            raw_path,
+            response.status,
+            route.function.name,
+            (time.monotonic() - started) * 1000,
+        )
+        return HttpResponse(response.status, [*response.headers, ("apigw-requestid", request_id)], response.body)
+
+
+def _json_response(status: int, body: dict[str, str], request_id: str) -> HttpResponse:
+    headers = [("content-type", "application/json"), ("apigw-requestid", request_id)]
+    return HttpResponse(status, headers, json.dumps(body).encode())

@@ -1,0 +1,109 @@
+"""moto's server in a process of its own, on loopback.
+
+A process rather than a thread of the local stack's: moto answers every AWS call of the handlers,
+and in the same process it would share one interpreter lock with them. With a hundred wakes due at
+once, moving moto out halves how late the last one is called. Its state is its own too, so nothing
+else in the stack's process (a test's own moto, say) can see or reset it.
+
+The child prints its port on stdout once it serves, and stops when its stdin closes: when the stack
+stops, or when the stack's process dies in whatever way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+LOOPBACK = "127.0.0.1"
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 10.0
+
+
+class MotoProcessError(RuntimeError):
+    """Raised when moto's process does not start."""
+
+
+class MotoProcess:
+    def __init__(self) -> None:
+        self._process: subprocess.Popen[str] | None = None
+        self.port = 0
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def start(self) -> None:
+        # moto needs no AWS settings of the shell's (a profile that does not exist here would fail it).
+        environment = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
+        # stderr is the stack's own: whatever moto has to say lands in the stack's log.
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "wakeup_local.moto_process"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=environment,
+            text=True,
+        )
+        assert self._process.stdout is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            ready, _, _ = select.select([self._process.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                self.stop()
+                raise MotoProcessError(f"moto's server did not start within {START_TIMEOUT_S:.0f} s")
+            line = self._process.stdout.readline()
+            if not line:
+                code = self._process.wait()
+                self.stop()
+                raise MotoProcessError(f"moto's server exited at start (exit code {code}); see the log above")
+            if line.startswith("port="):
+                self.port = int(line.removeprefix("port="))
+                return
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        if process.stdin is not None:
+            try:
+                process.stdin.close()
+            except BrokenPipeError:
+                pass  # it had exited already
+        try:
+            process.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def main() -> int:
+    """The child: serves moto until its stdin closes."""
+    argparse.ArgumentParser(prog="python -m wakeup_local.moto_process").parse_args()
+    # Ctrl-C reaches the whole process group: the parent decides when moto stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+
+    from moto.server import ThreadedMotoServer
+
+    from wakeup_local import moto_fixes
+
+    moto_fixes.apply()
+    server = ThreadedMotoServer(ip_address=LOOPBACK, port=0, verbose=False)
+    server.start()
+    _, port = server.get_host_and_port()
+    sys.stdout.write(f"port={port}\n")
+    sys.stdout.flush()
+    sys.stdin.read()  # until the parent closes it
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,447 @@
+"""EventBridge Scheduler's firing, which moto stores but never does.
+
+`ScheduleWatcher` follows the schedules in the stack's schedule groups in moto and fires each
+one-time `at(...)` schedule at a random moment within its minute, as AWS does, or exactly on time
+when asked (`WAKEUP_LOCAL_EXACT_SCHEDULES=1`). Just before firing it reads the schedule again (it may
+have been updated or deleted), deletes it when its `ActionAfterCompletion` is `DELETE`, and invokes
+the target function asynchronously with the schedule's `Input`.
+
+`RecurringRunner` runs the template's own scheduled functions (`Schedule`/`ScheduleV2` events,
+`AWS::Scheduler::Schedule` and `AWS::Events::Rule` resources with `rate(...)`) every period, or every
+`WAKEUP_LOCAL_SWEEP_S` seconds when set, and at once on `run_now()`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import re
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from wakeup_local.functions import Functions, LocalFunction
+from wakeup_local.template import Resolver, Template
+
+if TYPE_CHECKING:
+    from mypy_boto3_scheduler import EventBridgeSchedulerClient
+    from mypy_boto3_scheduler.type_defs import GetScheduleOutputTypeDef
+
+log = logging.getLogger(__name__)
+
+# Scheduler fires a one-time schedule anywhere within the minute it names.
+FIRING_WINDOW_S = 60.0
+POLL_INTERVAL_S = 0.2
+
+_AT = re.compile(r"at\((\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\)")
+_RATE = re.compile(r"rate\((\d+)\s+(minute|minutes|hour|hours|day|days)\)")
+_RATE_UNITS = {"minute": 60, "hour": 3600, "day": 86400}
+
+
+class ExpressionError(ValueError):
+    """Raised for a schedule expression the local Scheduler cannot fire."""
+
+
+def parse_at(expression: str, timezone: str = "UTC") -> datetime:
+    """The moment an `at(yyyy-mm-ddThh:mm:ss)` expression names, in the given IANA time zone."""
+    match = _AT.fullmatch(expression.strip())
+    if not match:
+        raise ExpressionError(f"{expression!r} is not at(yyyy-mm-ddThh:mm:ss)")
+    try:
+        zone = ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ExpressionError(f"{timezone!r} is not a time zone") from exc
+    try:
+        local = datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S")
+    except ValueError as exc:
+        raise ExpressionError(f"{expression!r} names no real moment") from exc
+    return local.replace(tzinfo=zone).astimezone(UTC)
+
+
+def parse_rate(expression: str) -> float:
+    """The period of a `rate(n unit)` expression, in seconds."""
+    match = _RATE.fullmatch(expression.strip())
+    if not match or int(match.group(1)) < 1:
+        raise ExpressionError(f"{expression!r} is not rate(n minutes|hours|days)")
+    return int(match.group(1)) * _RATE_UNITS[match.group(2).rstrip("s")]
+
+
+def firing_time(scheduled: float, *, exact: bool, rng: random.Random, window_s: float = FIRING_WINDOW_S) -> float:
+    """When a one-time schedule due at `scheduled` (epoch s) fires: within its window, or exactly."""
+    return scheduled if exact else scheduled + rng.random() * window_s
+
+
+# --- one-time schedules in moto ------------------------------------------------------------------
+
+
+@dataclass
+class _Watched:
+    """What the watcher knows of one schedule."""
+
+    group: str
+    name: str
+    modified: Any
+    expression: str = ""
+    timezone: str = "UTC"
+    due: float | None = None  # epoch seconds; None: nothing to fire (fired, disabled, unreadable)
+    period_s: float | None = None  # for a rate() schedule
+
+
+class ScheduleWatcher:
+    """Fires the schedules of the given groups as EventBridge Scheduler would."""
+
+    def __init__(
+        self,
+        scheduler: EventBridgeSchedulerClient,
+        groups: list[str],
+        functions: Functions,
+        *,
+        exact: bool = False,
+        rng: random.Random | None = None,
+        poll_interval_s: float = POLL_INTERVAL_S,
+    ) -> None:
+        self._scheduler = scheduler
+        self._groups = groups
+        self._functions = functions
+        self._exact = exact
+        self._rng = rng or random.Random()
+        self._poll_interval_s = poll_interval_s
+        self._watched: dict[tuple[str, str], _Watched] = {}
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._invokers = ThreadPoolExecutor(max_workers=16, thread_name_prefix="scheduler-target")
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="scheduler", daemon=True)
+        self._thread.start()
+        mode = "exactly on time" if self._exact else "within their minute"
+        log.info("firing schedules of %s %s", ", ".join(self._groups), mode)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self._invokers.shutdown(wait=True)
+
+    def _run(self) -> None:
+        next_poll = 0.0
+        while not self._stopping.is_set():
+            try:
+                next_poll = self._round(next_poll)
+            except Exception:
+                # A schedule moto accepted but this code did not foresee must not stop the others.
+                log.exception("the local Scheduler failed a round; it goes on")
+                next_poll = time.time() + 1.0
+            upcoming = [item.due for item in self._watched.values() if item.due is not None]
+            self._stopping.wait(max(0.0, min([next_poll, *upcoming]) - time.time()))
+
+    def _round(self, next_poll: float) -> float:
+        """Reads moto when it is time to, fires what is due; returns when to read moto next."""
+        if time.time() >= next_poll:
+            self._refresh()
+            next_poll = time.time() + self._poll_interval_s
+        for watched in sorted(self._due(time.time()), key=lambda item: item.due or 0.0):
+            self._fire(watched)
+        return next_poll
+
+    def _due(self, now: float) -> list[_Watched]:
+        return [item for item in self._watched.values() if item.due is not None and item.due <= now]
+
+    def _refresh(self) -> None:
+        """Notes new, updated and deleted schedules (`list_schedules` names them, `get_schedule` says more)."""
+        seen = set()
+        for group in self._groups:
+            try:
+                summaries = self._list(group)
+            except (BotoCoreError, ClientError):
+                log.exception("listing the schedules of %s failed", group)
+                return
+            for summary in summaries:
+                key = (group, summary["Name"])
+                seen.add(key)
+                known = self._watched.get(key)
+                if known is not None and known.modified == summary.get("LastModificationDate"):
+                    continue
+                detail = self._get(group, summary["Name"])
+                if detail is not None:
+                    self._watched[key] = self._plan(group, detail, known)
+        for key in set(self._watched) - seen:
+            del self._watched[key]
+
+    def _list(self, group: str) -> list[Any]:
+        summaries: list[Any] = []
+        paginator = self._scheduler.get_paginator("list_schedules")
+        for page in paginator.paginate(GroupName=group, PaginationConfig={"PageSize": 100}):
+            summaries.extend(item for item in page.get("Schedules", []) if item.get("GroupName") == group)
+        return summaries
+
+    def _get(self, group: str, name: str) -> GetScheduleOutputTypeDef | None:
+        try:
+            return self._scheduler.get_schedule(GroupName=group, Name=name)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+                return None
+            log.exception("reading the schedule %s/%s failed", group, name)
+            return None
+        except BotoCoreError:
+            log.exception("reading the schedule %s/%s failed", group, name)
+            return None
+
+    def _plan(self, group: str, detail: GetScheduleOutputTypeDef, known: _Watched | None) -> _Watched:
+        expression = detail.get("ScheduleExpression", "")
+        timezone = detail.get("ScheduleExpressionTimezone") or "UTC"
+        watched = _Watched(group, detail["Name"], detail.get("LastModificationDate"), expression, timezone)
+        # moto drops State on an update: a schedule without one is enabled, as it was.
+        if (detail.get("State") or "ENABLED") == "DISABLED":
+            return watched
+        unchanged = known is not None and (known.expression, known.timezone) == (expression, timezone)
+        try:
+            if expression.startswith("at("):
+                if unchanged and known is not None:
+                    # Same time as before (only the target changed, say): keep the moment drawn,
+                    # or its having fired.
+                    watched.due = known.due
+                    return watched
+                scheduled = parse_at(expression, timezone).timestamp()
+                watched.due = firing_time(scheduled, exact=self._exact, rng=self._rng, window_s=_window(detail))
+                modified = detail.get("LastModificationDate")
+                if isinstance(modified, datetime) and scheduled < modified.timestamp() - 1:
+                    log.warning("schedule %s/%s is in the past: AWS refuses that", group, watched.name)
+                log.info("schedule %s/%s fires at %s", group, watched.name, _iso(watched.due))
+            elif expression.startswith("rate("):
+                watched.period_s = parse_rate(expression)
+                watched.due = known.due if unchanged and known is not None else time.time() + watched.period_s
+            else:
+                raise ExpressionError(f"{expression!r} (only at() and rate() fire locally)")
+        except ExpressionError as exc:
+            log.warning("schedule %s/%s will not fire: %s", group, watched.name, exc)
+        return watched
+
+    def _fire(self, watched: _Watched) -> None:
+        key = (watched.group, watched.name)
+        detail = self._get(watched.group, watched.name)
+        if detail is None:  # deleted meanwhile
+            self._watched.pop(key, None)
+            return
+        if detail.get("LastModificationDate") != watched.modified:
+            # Updated since it was planned: plan again, and fire now only if it is still due.
+            replanned = self._plan(watched.group, detail, watched)
+            self._watched[key] = replanned
+            if replanned.due is None or replanned.due > time.time():
+                return
+            watched = replanned
+        if watched.period_s is not None:
+            watched.due = max((watched.due or 0.0) + watched.period_s, time.time())
+        else:
+            watched.due = None  # a one-time schedule fires once
+            if detail.get("ActionAfterCompletion") == "DELETE":
+                self._delete(watched)
+        target = detail.get("Target") or {}
+        function = self._functions.find(str(target.get("Arn", "")))
+        if function is None:
+            log.warning("schedule %s/%s targets %s, not a function of this stack", *key, target.get("Arn"))
+            return
+        log.info("schedule %s/%s fired (%s)", watched.group, watched.name, detail.get("ScheduleExpression"))
+        self._invokers.submit(_invoke_async, function, _payload(target.get("Input")))
+
+    def _delete(self, watched: _Watched) -> None:
+        try:
+            self._scheduler.delete_schedule(GroupName=watched.group, Name=watched.name)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+                log.exception("deleting the schedule %s/%s failed", watched.group, watched.name)
+            return
+        except BotoCoreError:
+            log.exception("deleting the schedule %s/%s failed", watched.group, watched.name)
+            return
+        self._watched.pop((watched.group, watched.name), None)
+
+
+def _window(detail: GetScheduleOutputTypeDef) -> float:
+    flexible = detail.get("FlexibleTimeWindow") or {}
+    if flexible.get("Mode") == "FLEXIBLE":
+        return FIRING_WINDOW_S + 60.0 * float(flexible.get("MaximumWindowInMinutes", 0))
+    return FIRING_WINDOW_S
+
+
+def _payload(raw_input: Any) -> Any:
+    if raw_input is None:
+        return {}
+    try:
+        return json.loads(raw_input)
+    except (TypeError, ValueError):
+        return raw_input
+
+
+def _invoke_async(function: LocalFunction, event: Any) -> None:
+    """An asynchronous invocation: whatever the function does, nobody waits for its result."""
+    try:
+        function.invoke(event)
+    except Exception:
+        # Lambda would log the error and, for an asynchronous invocation, retry later; the table
+        # stays the truth and the sweeper recovers what is left pending.
+        log.exception("%s failed on a scheduled invocation", function.name)
+
+
+def _iso(epoch: float | None) -> str:
+    return "never" if epoch is None else datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds")
+
+
+# --- the template's recurring schedules -----------------------------------------------------------
+
+
+@dataclass
+class RecurringSchedule:
+    """A function the template runs on a `rate(...)`, and the event each run gets."""
+
+    name: str
+    function: LocalFunction
+    period_s: float
+    # The target's `Input`; None for the event Scheduler (`{}`) or an EventBridge rule sends.
+    input: Any = None
+    rule_arn: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def event(self) -> Any:
+        if self.input is not None:
+            return _payload(self.input)
+        if self.rule_arn is None:
+            return {}
+        region, account = self.rule_arn.split(":")[3:5]
+        return {
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "detail-type": "Scheduled Event",
+            "source": "aws.events",
+            "account": account,
+            "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": region,
+            "resources": [self.rule_arn],
+            "detail": {},
+        }
+
+
+def recurring_schedules(template: Template, resolver: Resolver, functions: Functions) -> list[RecurringSchedule]:
+    """The template's rate() schedules of its functions, by SAM event or by resource."""
+    found: list[RecurringSchedule | None] = []
+    rule_arn_prefix = f"arn:aws:events:{resolver.region}:{resolver.account_id}:rule/"
+    for function in functions:
+        for event_name, event in function.spec.events.items():
+            kind = event.get("Type")
+            if kind not in ("Schedule", "ScheduleV2"):
+                continue
+            properties = event.get("Properties") or {}
+            if str(properties.get("Enabled", True)).lower() == "false" or properties.get("State") == "DISABLED":
+                continue
+            name = f"{function.spec.logical_id}.{event_name}"
+            found.append(
+                _recurring(
+                    name,
+                    function,
+                    properties.get("Schedule") or properties.get("ScheduleExpression") or "",
+                    properties.get("Input"),
+                    rule_arn_prefix + name if kind == "Schedule" else None,
+                )
+            )
+    for logical_id, definition in template.resources.items():
+        kind = definition.get("Type")
+        if kind not in ("AWS::Scheduler::Schedule", "AWS::Events::Rule") or not resolver.is_created(logical_id):
+            continue
+        properties = resolver.resolve(definition.get("Properties") or {})
+        if properties.get("State") in ("DISABLED", "DISABLE"):
+            continue
+        is_rule = kind == "AWS::Events::Rule"
+        targets = properties.get("Targets") or [] if is_rule else [properties.get("Target") or {}]
+        for target in targets:
+            target_function = functions.find(str(target.get("Arn", "")))
+            if target_function is not None:
+                found.append(
+                    _recurring(
+                        logical_id,
+                        target_function,
+                        properties.get("ScheduleExpression", ""),
+                        target.get("Input"),
+                        rule_arn_prefix + logical_id if is_rule else None,
+                    )
+                )
+    return [schedule for schedule in found if schedule is not None]
+
+
+def _recurring(
+    name: str, function: LocalFunction, expression: Any, raw_input: Any, rule_arn: str | None
+) -> RecurringSchedule | None:
+    try:
+        period = parse_rate(str(expression))
+    except ExpressionError as exc:
+        log.warning("%s will not run locally: %s", name, exc)
+        return None
+    return RecurringSchedule(name, function, period, raw_input, rule_arn)
+
+
+class RecurringRunner:
+    """Runs the recurring schedules every period (or `period_override_s`), one run of each at a time."""
+
+    def __init__(self, schedules: list[RecurringSchedule], period_override_s: float | None = None) -> None:
+        self.schedules = schedules
+        self._period_override_s = period_override_s
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._runs = ThreadPoolExecutor(max_workers=max(1, len(schedules)), thread_name_prefix="recurring")
+
+    def period(self, schedule: RecurringSchedule) -> float:
+        return self._period_override_s or schedule.period_s
+
+    def start(self) -> None:
+        if not self.schedules:
+            return
+        self._thread = threading.Thread(target=self._run, name="recurring", daemon=True)
+        self._thread.start()
+        for schedule in self.schedules:
+            log.info("running %s every %.1f s", schedule.function.name, self.period(schedule))
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self._runs.shutdown(wait=True)
+
+    def run_now(self) -> list[Any]:
+        """Runs every recurring schedule now, waiting for a run under way; a failure raises."""
+        results = []
+        for schedule in self.schedules:
+            with schedule.lock:
+                results.append(schedule.function.invoke(schedule.event()))
+        return results
+
+    def _run(self) -> None:
+        next_runs = {schedule.name: time.monotonic() + self.period(schedule) for schedule in self.schedules}
+        while not self._stopping.is_set():
+            now = time.monotonic()
+            for schedule in self.schedules:
+                if next_runs[schedule.name] <= now:
+                    next_runs[schedule.name] = now + self.period(schedule)
+                    self._runs.submit(self._run_one, schedule)
+            self._stopping.wait(max(0.0, min(next_runs.values()) - time.monotonic()))
+
+    @staticmethod
+    def _run_one(schedule: RecurringSchedule) -> None:
+        if not schedule.lock.acquire(blocking=False):
+            log.info("%s is still running; this period's run is skipped", schedule.name)
+            return
+        try:
+            schedule.function.invoke(schedule.event())
+        except Exception:
+            # As for any scheduled invocation: logged, and the next period runs again.
+            log.exception("%s failed on its scheduled run", schedule.function.name)
+        finally:
+            schedule.lock.release()

@@ -1,0 +1,253 @@
+"""The local stack: the template's handlers, on moto, behind a local API Gateway, SQS and Scheduler.
+
+    with LocalStack("template.yaml", port=0) as stack:
+        requests.get(f"{stack.url}/wakeup/instances", headers={"Authorization": f"Bearer {stack.account_token}"})
+
+The handlers, the gateway, the poller and the Scheduler run in this process, moto in a child
+process of its own (see moto_process.py). The stack sets `os.environ` for its handlers (AWS
+settings pointed at moto, the functions' variables) while it runs; `stop()` puts the environment
+back. Handlers keep module state (cached settings), so run one stack per process where handlers
+differ in settings.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from wakeup_local.aws import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY, AwsClients, make_clients
+from wakeup_local.functions import Functions, function_specs, load_functions
+from wakeup_local.gateway import Gateway, routes_from
+from wakeup_local.moto_process import MotoProcess
+from wakeup_local.resources import StackResources, create_resources
+from wakeup_local.scheduler import RecurringRunner, ScheduleWatcher, recurring_schedules
+from wakeup_local.sqs_poller import SqsPoller, event_sources
+from wakeup_local.template import Resolver, TemplateError, load_template
+
+log = logging.getLogger(__name__)
+
+DEFAULT_REGION = "us-east-1"
+DEFAULT_STACK_NAME = "wakeup-local"
+LOOPBACK = "127.0.0.1"
+# The local stack's own settings, read from its environment at start.
+EXACT_SCHEDULES_ENV = "WAKEUP_LOCAL_EXACT_SCHEDULES"
+SWEEP_PERIOD_ENV = "WAKEUP_LOCAL_SWEEP_S"
+# Environment that could send the handlers' boto3 calls anywhere but the local moto server.
+_AWS_ENV_REMOVED = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
+
+AccountMinter = Callable[[AwsClients, str, str], str]
+
+
+def mint_with_wakeup(clients: AwsClients, table_name: str, label: str) -> str:
+    """Mints an account with the service's own code (`wakeup.accounts`) and returns its token."""
+    from wakeup.accounts import mint_account
+    from wakeup.store import Store
+
+    _, token = mint_account(Store(table_name, client=clients.dynamodb), label)
+    return token
+
+
+class _Environment:
+    """Changes to `os.environ` that can be undone."""
+
+    def __init__(self) -> None:
+        self._saved: dict[str, str | None] = {}
+
+    def set(self, key: str, value: str) -> None:
+        self._saved.setdefault(key, os.environ.get(key))
+        os.environ[key] = value
+
+    def unset(self, key: str) -> None:
+        self._saved.setdefault(key, os.environ.get(key))
+        os.environ.pop(key, None)
+
+    def restore(self) -> None:
+        for key, value in self._saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved.clear()
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+class LocalStack:
+    """Starts on `start()` (or `with`), stops on `stop()`: moto, resources, functions, gateway,
+    SQS poller, Scheduler, and a first account.
+
+    `env` is added to the stack's environment as if it had been set in the shell that starts it
+    (`WAKEUP_SQS_HORIZON_S=5`, `WAKEUP_LOCAL_EXACT_SCHEDULES=1` ...).
+    """
+
+    def __init__(
+        self,
+        template: str | Path = "template.yaml",
+        *,
+        port: int = 0,
+        env: Mapping[str, str] | None = None,
+        stack_name: str = DEFAULT_STACK_NAME,
+        region: str = DEFAULT_REGION,
+        first_account_label: str | None = "local",
+        account_minter: AccountMinter = mint_with_wakeup,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.template_path = Path(template)
+        self.port = port
+        self.env = dict(env or {})
+        self.stack_name = stack_name
+        self.region = region
+        self._first_account_label = first_account_label
+        self._account_minter = account_minter
+        self._rng = rng or random.Random()
+        self._environment = _Environment()
+        self._moto: MotoProcess | None = None
+        self._gateway: Gateway | None = None
+        self._poller: SqsPoller | None = None
+        self._watcher: ScheduleWatcher | None = None
+        self._recurring: RecurringRunner | None = None
+        self._clients: AwsClients | None = None
+        self.endpoint_url = ""
+        self.resources = StackResources()
+        self.functions = Functions([])
+        self.table_name = ""
+        self.account_token = ""
+
+    # --- what a user of the stack needs ---------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        if self._gateway is None:
+            raise RuntimeError("the local stack is not running")
+        return self._gateway.url
+
+    @property
+    def clients(self) -> AwsClients:
+        if self._clients is None:
+            raise RuntimeError("the local stack is not running")
+        return self._clients
+
+    def mint_account(self, label: str) -> str:
+        """A new account's token."""
+        return self._account_minter(self.clients, self.table_name, label)
+
+    def run_sweeper(self) -> list[Any]:
+        """Runs the template's scheduled functions (the sweeper) now and returns their results."""
+        if self._recurring is None:
+            raise RuntimeError("the local stack is not running")
+        return self._recurring.run_now()
+
+    def env_lines(self) -> list[str]:
+        """The lines `wakeup-local` prints, which let a person or a script use the stack at once."""
+        return [
+            f"WAKEUP_URL={self.url}",
+            f"WAKEUP_ACCOUNT_TOKEN={self.account_token}",
+            f"AWS_ENDPOINT_URL={self.endpoint_url}",
+            f"AWS_DEFAULT_REGION={self.region}",
+            f"WAKEUP_TABLE={self.table_name}",
+        ]
+
+    # --- starting and stopping ------------------------------------------------------------------
+
+    def __enter__(self) -> LocalStack:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start(self) -> LocalStack:
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
+        template = load_template(self.template_path)
+        # The gateway's port first: a port in use is the likeliest failure, and the cheapest to find.
+        self._gateway = Gateway([], port=self.port, host=LOOPBACK, api_id=self.stack_name)
+
+        self._moto = MotoProcess()
+        self._moto.start()
+        self.endpoint_url = self._moto.endpoint_url
+        self._set_aws_environment()
+        settings_env = dict(os.environ)
+
+        resolver = Resolver(template, self.stack_name, self.region, endpoint_url=self.endpoint_url, rng=self._rng)
+        self._clients = make_clients(self.endpoint_url, self.region)
+        self.resources = create_resources(template, resolver, self._clients)
+        specs = function_specs(template, resolver, settings_env)
+        self.functions = load_functions(specs, self._environment.set, self.region)
+        self.table_name = self._find_table_name(specs_env=[spec.environment for spec in specs])
+
+        self._poller = SqsPoller(event_sources(self.functions, self.resources), self._clients.sqs, self.region)
+        self._watcher = ScheduleWatcher(
+            self._clients.scheduler,
+            list(self.resources.schedule_groups.values()),
+            self.functions,
+            exact=_truthy(settings_env.get(EXACT_SCHEDULES_ENV)),
+            rng=self._rng,
+        )
+        sweep = settings_env.get(SWEEP_PERIOD_ENV)
+        self._recurring = RecurringRunner(
+            recurring_schedules(template, resolver, self.functions), float(sweep) if sweep else None
+        )
+        self._gateway.routes = routes_from(self.functions)
+        self._poller.start()
+        self._watcher.start()
+        self._recurring.start()
+        self._gateway.start()
+        if self._first_account_label is not None:
+            self.account_token = self.mint_account(self._first_account_label)
+        log.info("local stack %s serving on %s", self.stack_name, self.url)
+
+    def _set_aws_environment(self) -> None:
+        for key in _AWS_ENV_REMOVED:
+            self._environment.unset(key)
+        for key in [key for key in os.environ if key.startswith("AWS_ENDPOINT_URL_")]:
+            self._environment.unset(key)
+        # Dummy credentials always: the local stack must never reach a real account.
+        self._environment.set("AWS_ACCESS_KEY_ID", DUMMY_ACCESS_KEY_ID)
+        self._environment.set("AWS_SECRET_ACCESS_KEY", DUMMY_SECRET_ACCESS_KEY)
+        self._environment.set("AWS_DEFAULT_REGION", self.region)
+        self._environment.set("AWS_REGION", self.region)
+        self._environment.set("AWS_ENDPOINT_URL", self.endpoint_url)
+        for key, value in self.env.items():
+            self._environment.set(key, value)
+
+    def _find_table_name(self, specs_env: list[dict[str, str]]) -> str:
+        """The service's table: the one the functions' `WAKEUP_TABLE` names, or the only one."""
+        named = {env["WAKEUP_TABLE"] for env in specs_env if "WAKEUP_TABLE" in env}
+        tables = set(self.resources.tables.values())
+        if len(named) == 1 and named <= tables:
+            return named.pop()
+        if len(tables) == 1:
+            return tables.pop()
+        raise TemplateError("cannot tell the service's table: set WAKEUP_TABLE in Globals.Function")
+
+    def stop(self) -> None:
+        """Stops everything that started, in reverse order; safe to call more than once."""
+        if self._gateway is not None:
+            self._gateway.stop()
+        for part in (self._recurring, self._watcher, self._poller):
+            if part is not None:
+                part.stop()
+        self._recurring = self._watcher = self._poller = None
+        if self._clients is not None:
+            self._clients.close()
+            self._clients = None
+        if self._moto is not None:
+            self._moto.stop()  # and with its process goes all the stack's AWS state
+            self._moto = None
+        self._gateway = None
+        self._environment.restore()

@@ -1,0 +1,130 @@
+"""Fixtures every tier shares: the local stack (in a process of its own), a real host on loopback
+and a client of the stack's HTTP API.
+
+- `stack` (session): the stack of `template.yaml`, exact schedules, short call timeout and lease.
+- `make_stack(**env)`: another stack with other settings, stopped after the test.
+- `host`: a scriptable HTTP host recording the calls it receives.
+- `api`: the session stack's HTTP API with its first account's token.
+
+When a test fails, the log lines of each stack written during the test are added to its report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from pathlib import Path
+
+import pytest
+
+from support.api import Api
+from support.host import WakeHost
+from support.stack_process import MakeStack, StackProcess
+
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATE = ROOT / "template.yaml"
+
+# The session stack's settings: calls time out and leases end in seconds, schedules fire on time.
+STACK_SETTINGS = {
+    "WAKEUP_CALL_TIMEOUT_S": "2",
+    "WAKEUP_CLAIM_LEASE_S": "4",
+    "WAKEUP_LOCAL_EXACT_SCHEDULES": "1",
+}
+
+# Tests talk to moto only: dummy credentials, so that nothing can reach a real account, and so that
+# a test's own boto3 client (reading the stack's table, say) needs no setup.
+TEST_AWS_ENVIRONMENT = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+# Every stack started in this process, for the failure reports.
+_stacks: list[StackProcess] = []
+_log_offsets = pytest.StashKey[dict[Path, int]]()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _dummy_aws_credentials() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN"):
+            patch.delenv(key, raising=False)
+        for key, value in TEST_AWS_ENVIRONMENT.items():
+            patch.setenv(key, value)
+        yield
+
+
+def _start_stack(log_dir: Path, name: str, env: dict[str, str]) -> StackProcess:
+    stack = StackProcess(TEMPLATE, env, log_dir / f"{name}.log", cwd=ROOT)
+    stack.start()
+    _stacks.append(stack)
+    return stack
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackProcess]:
+    started = _start_stack(tmp_path_factory.mktemp("stack"), "session-stack", STACK_SETTINGS)
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def make_stack(tmp_path: Path) -> Iterator[MakeStack]:
+    """Starts stacks with the session stack's settings updated by `env` (`WAKEUP_SQS_HORIZON_S="5"`)."""
+    made: list[StackProcess] = []
+
+    def make(**env: str) -> StackProcess:
+        made.append(_start_stack(tmp_path, f"stack-{len(made)}", {**STACK_SETTINGS, **env}))
+        return made[-1]
+
+    yield make
+    for started in made:
+        started.stop()
+
+
+@pytest.fixture
+def host() -> Iterator[WakeHost]:
+    started = WakeHost()
+    yield started
+    started.close()
+
+
+@pytest.fixture
+def api(stack: StackProcess) -> Iterator[Api]:
+    client = Api(stack.url, stack.account_token)
+    yield client
+    client.close()
+
+
+# --- the stacks' logs in the report of a failed test ------------------------------------------------
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    item.stash[_log_offsets] = {stack.log_path: _size(stack.log_path) for stack in _stacks}
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.failed:
+        offsets = item.stash.get(_log_offsets, {})
+        for stack in _stacks:
+            text = _read_from(stack.log_path, offsets.get(stack.log_path, 0))
+            if text.strip():
+                report.sections.append((f"local stack log ({stack.log_path.name})", text[-20000:]))
+    return report
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def _read_from(path: Path, offset: int) -> str:
+    if not path.exists():
+        return ""
+    with path.open("rb") as log:
+        log.seek(offset)
+        return log.read().decode("utf-8", errors="replace")

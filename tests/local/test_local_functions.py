@@ -1,0 +1,129 @@
+"""The template's functions: environment, cold-start import, context, lookup by name and ARN."""
+
+import decimal
+import random
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from localstack_helpers import FIXTURE_TEMPLATE, StartStack
+
+from wakeup_local.functions import FunctionError, FunctionSpec, LocalFunction, function_specs
+from wakeup_local.stack import LocalStack
+from wakeup_local.template import Resolver, load_template
+
+
+def specs_by_id(process_env: dict[str, str]) -> tuple[Resolver, dict[str, FunctionSpec]]:
+    template = load_template(FIXTURE_TEMPLATE)
+    resolver = Resolver(template, "fstack", endpoint_url="http://127.0.0.1:1", rng=random.Random(3))
+    return resolver, {spec.logical_id: spec for spec in function_specs(template, resolver, process_env)}
+
+
+def test_the_environment_is_globals_merged_with_the_functions_own_and_resolved() -> None:
+    resolver, specs = specs_by_id({})
+    api = specs["ApiFunction"].environment
+    assert api["STAGE"] == "test"
+    assert api["API_ONLY"] == "yes"
+    assert api["WAKEUP_TABLE"] == resolver.physical_name("Table")
+    assert api["WAKEUP_QUEUE_URL"] == f"http://127.0.0.1:1/123456789012/{resolver.physical_name('Queue')}"
+    assert api["WAKEUP_TARGET_ARN"] == "arn:aws:lambda:us-east-1:123456789012:function:fstack-target"
+    assert "API_ONLY" not in specs["QueueFunction"].environment
+
+
+def test_wakeup_settings_from_the_process_environment_win_but_not_over_the_stacks_own_resources() -> None:
+    resolver, specs = specs_by_id(
+        {"WAKEUP_TEST_SETTING_S": "3", "WAKEUP_EXTRA_S": "7", "WAKEUP_TABLE": "another-stacks-table", "OTHER": "x"}
+    )
+    environment = specs["QueueFunction"].environment
+    assert environment["WAKEUP_TEST_SETTING_S"] == "3"
+    assert environment["WAKEUP_EXTRA_S"] == "7"
+    assert environment["WAKEUP_TABLE"] == resolver.physical_name("Table")
+    assert "OTHER" not in environment
+
+
+def test_a_function_takes_the_globals_memory_and_timeout_and_the_name_it_is_given() -> None:
+    _, specs = specs_by_id({})
+    assert (specs["ApiFunction"].memory_mb, specs["ApiFunction"].timeout_s) == (256, 10.0)
+    assert specs["TargetFunction"].name == "fstack-target"
+    assert re.fullmatch(r"fstack-ApiFunction-[A-Z0-9]{12}", specs["ApiFunction"].name)
+    assert specs["ApiFunction"].code_dir == FIXTURE_TEMPLATE.parent / "handlers"
+
+
+def test_a_function_whose_condition_is_false_is_left_out() -> None:
+    _, specs = specs_by_id({})
+    assert "ProdOnlyFunction" not in specs
+
+
+def test_the_environment_is_set_before_the_handler_module_is_imported(module_stack: LocalStack) -> None:
+    reply = requests.get(f"{module_stack.url}/items/x", timeout=10).json()
+    assert reply["environment_at_import"] == {"STAGE": "test", "API_ONLY": "yes"}
+
+
+def test_the_handler_gets_a_lambda_like_context(module_stack: LocalStack) -> None:
+    first = requests.get(f"{module_stack.url}/items/x", timeout=10).json()["context"]
+    second = requests.get(f"{module_stack.url}/items/x", timeout=10).json()["context"]
+    function = module_stack.functions.by_logical_id("ApiFunction")
+    assert first["function_name"] == function.name
+    assert first["invoked_function_arn"] == f"arn:aws:lambda:us-east-1:123456789012:function:{function.name}"
+    assert first["memory_limit_in_mb"] == 256
+    assert 9000 < first["remaining_ms"] <= 10000
+    assert first["aws_request_id"] != second["aws_request_id"]
+
+
+def test_functions_are_found_by_name_arn_and_qualified_arn(module_stack: LocalStack) -> None:
+    target = module_stack.functions.by_logical_id("TargetFunction")
+    assert target.name == f"{module_stack.stack_name}-target"
+    assert module_stack.functions.find(target.name) is target
+    assert module_stack.functions.find(target.arn) is target
+    assert module_stack.functions.find(f"{target.arn}:$LATEST") is target
+    assert module_stack.functions.find("arn:aws:sqs:us-east-1:123456789012:queue") is None
+    assert module_stack.functions.find("nobody") is None
+
+
+def test_each_stack_imports_its_handlers_afresh(start_stack: StartStack) -> None:
+    first = start_stack(env={"STAGE_OVERRIDE": "1"})
+    second = start_stack()
+    first_handler = first.functions.by_logical_id("ApiFunction").handler
+    second_handler = second.functions.by_logical_id("ApiFunction").handler
+    assert first_handler is not second_handler
+    assert first_handler.__globals__ is not second_handler.__globals__
+
+
+def local_function(handler: Any, timeout_s: float = 1.0) -> LocalFunction:
+    spec = FunctionSpec(
+        logical_id="Fn",
+        name="fn",
+        arn="arn:aws:lambda:us-east-1:123456789012:function:fn",
+        code_dir=Path("."),
+        handler="m.f",
+        memory_mb=128,
+        timeout_s=timeout_s,
+        environment={},
+        events={},
+    )
+    return LocalFunction(spec, handler)
+
+
+def test_a_handler_past_its_timeout_fails_as_lambda_would_stop_it() -> None:
+    function = local_function(lambda event, context: time.sleep(0.2), timeout_s=0.1)
+    with pytest.raises(FunctionError, match="timed out"):
+        function.invoke({})
+
+
+def test_the_handler_gets_a_copy_of_the_event_and_its_result_comes_back_as_json() -> None:
+    event = {"a": [1]}
+
+    def handler(received: dict[str, Any], context: Any) -> dict[str, Any]:
+        received["a"].append(2)
+        return {"count": decimal.Decimal(3), "ratio": decimal.Decimal("0.5")}
+
+    assert local_function(handler).invoke(event) == {"count": 3, "ratio": 0.5}
+    assert event == {"a": [1]}
+
+
+def test_a_result_that_is_not_json_is_an_error() -> None:
+    with pytest.raises(FunctionError, match="not JSON"):
+        local_function(lambda event, context: object()).invoke({})

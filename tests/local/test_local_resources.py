@@ -1,0 +1,107 @@
+"""Tables, queues and schedule groups created in moto from the template's own definitions."""
+
+import json
+import random
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from localstack_helpers import FIXTURE_TEMPLATE, ROOT
+
+from wakeup_local.aws import AwsClients, make_clients
+from wakeup_local.moto_process import MotoProcess
+from wakeup_local.resources import StackResources, create_resources
+from wakeup_local.template import DYNAMODB_TABLE, SCHEDULE_GROUP, SQS_QUEUE, Resolver, load_template
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    moto = MotoProcess()
+    moto.start()
+    yield moto.endpoint_url
+    moto.stop()
+
+
+@pytest.fixture
+def clients(endpoint: str) -> Iterator[AwsClients]:
+    made = make_clients(endpoint, "us-east-1")
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def created(endpoint: str, clients: AwsClients) -> Iterator[tuple[Resolver, StackResources]]:
+    template = load_template(FIXTURE_TEMPLATE)
+    resolver = Resolver(template, f"r-{uuid.uuid4().hex[:8]}", endpoint_url=endpoint, rng=random.Random())
+    resources = create_resources(template, resolver, clients)
+    yield resolver, resources
+    for table in resources.tables.values():
+        clients.dynamodb.delete_table(TableName=table)
+    for queue in resources.queues.values():
+        clients.sqs.delete_queue(QueueUrl=queue.url)
+    for group in resources.schedule_groups.values():
+        clients.scheduler.delete_schedule_group(Name=group)
+
+
+def test_the_table_has_the_templates_keys_indexes_and_billing(
+    created: tuple[Resolver, StackResources], clients: AwsClients
+) -> None:
+    resolver, resources = created
+    table = clients.dynamodb.describe_table(TableName=resources.tables["Table"])["Table"]
+    assert table["TableName"] == resolver.physical_name("Table")
+    assert table["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
+    assert {item["AttributeName"] for item in table["AttributeDefinitions"]} == {"pk", "list_pk", "list_sk"}
+    assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+    (index,) = table["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == "ByList"
+    assert index["KeySchema"] == [
+        {"AttributeName": "list_pk", "KeyType": "HASH"},
+        {"AttributeName": "list_sk", "KeyType": "RANGE"},
+    ]
+    assert index["Projection"] == {"ProjectionType": "KEYS_ONLY"}
+    backups = clients.dynamodb.describe_continuous_backups(TableName=resources.tables["Table"])
+    recovery = backups["ContinuousBackupsDescription"]["PointInTimeRecoveryDescription"]
+    assert recovery["PointInTimeRecoveryStatus"] == "ENABLED"
+
+
+def test_queues_have_their_attributes_and_redrive_to_the_dead_letter_queue(
+    created: tuple[Resolver, StackResources], clients: AwsClients
+) -> None:
+    resolver, resources = created
+    queue = resources.queues["Queue"]
+    assert resolver.resolve({"Ref": "Queue"}) == queue.url
+    attributes = clients.sqs.get_queue_attributes(QueueUrl=queue.url, AttributeNames=["All"])["Attributes"]
+    assert attributes["VisibilityTimeout"] == "1"
+    assert attributes["QueueArn"] == queue.arn
+    redrive = json.loads(attributes["RedrivePolicy"])
+    assert redrive["deadLetterTargetArn"] == resources.queues["DeadLetterQueue"].arn
+    assert int(redrive["maxReceiveCount"]) == 2
+    dead_letter = clients.sqs.get_queue_attributes(
+        QueueUrl=resources.queues["DeadLetterQueue"].url, AttributeNames=["MessageRetentionPeriod"]
+    )["Attributes"]
+    assert dead_letter["MessageRetentionPeriod"] == "1209600"
+
+
+def test_the_schedule_group_exists(created: tuple[Resolver, StackResources], clients: AwsClients) -> None:
+    resolver, resources = created
+    group = clients.scheduler.get_schedule_group(Name=resources.schedule_groups["ScheduleGroup"])
+    assert group["Name"] == resolver.physical_name("ScheduleGroup")
+
+
+def test_every_table_queue_and_group_of_the_real_template_is_created(endpoint: str, clients: AwsClients) -> None:
+    template = load_template(ROOT / "template.yaml")
+    resolver = Resolver(template, f"real-{uuid.uuid4().hex[:8]}", endpoint_url=endpoint)
+    resources = create_resources(template, resolver, clients)
+    try:
+        assert set(resources.tables) == {logical_id for logical_id, _ in template.of_type(DYNAMODB_TABLE)}
+        assert set(resources.queues) == {logical_id for logical_id, _ in template.of_type(SQS_QUEUE)}
+        assert set(resources.schedule_groups) == {logical_id for logical_id, _ in template.of_type(SCHEDULE_GROUP)}
+        for queue in resources.queues.values():
+            assert clients.sqs.get_queue_url(QueueName=queue.name)["QueueUrl"] == queue.url
+    finally:
+        for table in resources.tables.values():
+            clients.dynamodb.delete_table(TableName=table)
+        for queue in resources.queues.values():
+            clients.sqs.delete_queue(QueueUrl=queue.url)
+        for group in resources.schedule_groups.values():
+            clients.scheduler.delete_schedule_group(Name=group)

@@ -1,0 +1,237 @@
+"""The local EventBridge Scheduler: one-time schedules fired like AWS (or exactly), and the template's
+recurring schedules (the sweeper)."""
+
+import json
+import logging
+import math
+import random
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from botocore.exceptions import ClientError
+from localstack_helpers import StartStack, handler_state, wait_until
+
+from wakeup_local.functions import Functions, FunctionSpec, LocalFunction
+from wakeup_local.scheduler import ExpressionError, firing_time, parse_at, parse_rate, recurring_schedules
+from wakeup_local.stack import LocalStack
+from wakeup_local.template import Resolver, Template
+
+EXACT = {"WAKEUP_LOCAL_EXACT_SCHEDULES": "1"}
+# How late a schedule may fire locally (the watcher reads moto every 0.2 s; firing itself is prompt).
+TOLERANCE_S = 0.35
+
+
+class FixedRandom(random.Random):
+    """Draws the same number every time: the moment within the minute becomes predictable."""
+
+    def __init__(self, value: float) -> None:
+        super().__init__(0)
+        self.value = value
+
+    def random(self) -> float:
+        return self.value
+
+
+def whole_second(seconds_ahead: float) -> datetime:
+    """A whole second at least `seconds_ahead` from now (at() has a resolution of one second)."""
+    return datetime.fromtimestamp(math.ceil(time.time() + seconds_ahead), UTC)
+
+
+def at(when: datetime, timezone: str = "UTC") -> str:
+    return f"at({when.astimezone(ZoneInfo(timezone)).strftime('%Y-%m-%dT%H:%M:%S')})"
+
+
+def schedule(stack: LocalStack, marker: str, when: datetime, *, update: bool = False, **overrides: Any) -> str:
+    """Creates (or updates, with the whole definition) a schedule targeting TargetFunction."""
+    name = overrides.pop("name", f"s-{marker}")
+    definition: dict[str, Any] = {
+        "Name": name,
+        "GroupName": stack.resources.schedule_groups["ScheduleGroup"],
+        "ScheduleExpression": at(when, overrides.get("ScheduleExpressionTimezone", "UTC")),
+        "FlexibleTimeWindow": {"Mode": "OFF"},
+        "Target": {
+            "Arn": stack.functions.by_logical_id("TargetFunction").arn,
+            "RoleArn": "arn:aws:iam::123456789012:role/scheduler",
+            "Input": json.dumps({"marker": marker}),
+        },
+        "ActionAfterCompletion": "DELETE",
+        **overrides,
+    }
+    if update:
+        definition.pop("ActionAfterCompletion")  # moto's update_schedule does not take it
+        stack.clients.scheduler.update_schedule(**definition)
+    else:
+        stack.clients.scheduler.create_schedule(**definition)
+    return name
+
+
+def fired(stack: LocalStack, marker: str) -> list[dict[str, Any]]:
+    events = list(handler_state(stack, "TargetFunction", "events"))
+    return [event for event in events if isinstance(event["event"], dict) and event["event"].get("marker") == marker]
+
+
+def wait_fired(stack: LocalStack, marker: str, timeout: float = 10.0) -> list[dict[str, Any]]:
+    return wait_until(lambda: fired(stack, marker), timeout=timeout, message=f"schedule {marker} firing")  # type: ignore[no-any-return]
+
+
+def exists(stack: LocalStack, name: str) -> bool:
+    try:
+        stack.clients.scheduler.get_schedule(GroupName=stack.resources.schedule_groups["ScheduleGroup"], Name=name)
+    except ClientError as exc:
+        assert exc.response["Error"]["Code"] == "ResourceNotFoundException"
+        return False
+    return True
+
+
+def test_with_the_flag_a_schedule_fires_exactly_on_time_and_is_deleted_after(start_stack: StartStack) -> None:
+    stack = start_stack(env=EXACT)
+    when = whole_second(2)
+    name = schedule(stack, "exact", when)
+    assert exists(stack, name)
+    (event,) = wait_fired(stack, "exact")
+    assert when.timestamp() <= event["at"] < when.timestamp() + TOLERANCE_S
+    assert event["function_name"] == f"{stack.stack_name}-target"
+    wait_until(lambda: not exists(stack, name), message="the schedule deleted after completion")
+
+
+def test_by_default_a_schedule_fires_at_a_random_moment_within_its_minute(start_stack: StartStack) -> None:
+    # given a Scheduler whose draw within the minute is 0.05 of it: 3 s after the scheduled time
+    stack = start_stack(rng=FixedRandom(0.05))
+    when = whole_second(1)
+    schedule(stack, "default", when)
+    (event,) = wait_fired(stack, "default")
+    assert when.timestamp() + 3 <= event["at"] < when.timestamp() + 3 + TOLERANCE_S
+
+
+def test_the_moment_is_drawn_anywhere_within_the_minute_or_exactly_with_the_flag() -> None:
+    rng = random.Random(1)
+    moments = [firing_time(1000.0, exact=False, rng=rng) - 1000.0 for _ in range(2000)]
+    assert all(0 <= moment < 60 for moment in moments)
+    assert min(moments) < 1 and max(moments) > 59
+    assert firing_time(1000.0, exact=True, rng=rng) == 1000.0
+
+
+def test_an_updated_schedule_fires_at_its_new_time_with_its_new_input(start_stack: StartStack) -> None:
+    stack = start_stack(env=EXACT)
+    first, later = whole_second(2), whole_second(4)
+    name = schedule(stack, "first", first)
+    schedule(stack, "moved", later, update=True, name=name)
+    (event,) = wait_fired(stack, "moved")
+    assert later.timestamp() <= event["at"] < later.timestamp() + TOLERANCE_S
+    assert fired(stack, "first") == []
+    wait_until(lambda: not exists(stack, name), message="the updated schedule deleted after completion")
+
+
+def test_a_schedule_deleted_or_disabled_before_its_time_never_fires(start_stack: StartStack) -> None:
+    stack = start_stack(env=EXACT)
+    when = whole_second(2)
+    deleted = schedule(stack, "deleted", when)
+    schedule(stack, "disabled", when, State="DISABLED")
+    stack.clients.scheduler.delete_schedule(GroupName=stack.resources.schedule_groups["ScheduleGroup"], Name=deleted)
+    # Schedules fire in time order: once a later one has fired, the earlier ones would have.
+    schedule(stack, "sentinel", whole_second(3))
+    wait_fired(stack, "sentinel")
+    assert fired(stack, "deleted") == [] and fired(stack, "disabled") == []
+
+
+def test_a_schedule_without_delete_after_completion_fires_once_and_stays(start_stack: StartStack) -> None:
+    stack = start_stack(env=EXACT)
+    name = schedule(stack, "kept", whole_second(2), ActionAfterCompletion="NONE")
+    wait_fired(stack, "kept")
+    schedule(stack, "sentinel", whole_second(1.5))
+    wait_fired(stack, "sentinel")
+    assert len(fired(stack, "kept")) == 1
+    assert exists(stack, name)
+
+
+def test_the_expression_is_read_in_the_schedules_time_zone(start_stack: StartStack) -> None:
+    stack = start_stack(env=EXACT)
+    when = whole_second(2)
+    schedule(stack, "new-york", when, ScheduleExpressionTimezone="America/New_York")
+    (event,) = wait_fired(stack, "new-york")
+    assert when.timestamp() <= event["at"] < when.timestamp() + TOLERANCE_S
+
+
+def test_a_schedule_in_the_past_fires_at_once_with_a_warning(
+    start_stack: StartStack, caplog: pytest.LogCaptureFixture
+) -> None:
+    stack = start_stack(env=EXACT)
+    caplog.set_level(logging.WARNING, logger="wakeup_local.scheduler")
+    schedule(stack, "past", datetime.fromtimestamp(math.floor(time.time()) - 30, UTC))
+    wait_fired(stack, "past", timeout=2)
+    assert any("in the past" in record.getMessage() for record in caplog.records)
+
+
+def test_the_templates_recurring_schedule_runs_every_sweep_period(start_stack: StartStack) -> None:
+    stack = start_stack(env={"WAKEUP_LOCAL_SWEEP_S": "0.3"})
+    runs = wait_until(
+        lambda: fired_sweeps(stack)[:3] if len(fired_sweeps(stack)) >= 3 else None,
+        timeout=5,
+        message="three sweeps",
+    )
+    gaps = [later["at"] - earlier["at"] for earlier, later in zip(runs, runs[1:], strict=False)]
+    assert all(0.25 <= gap < 0.6 for gap in gaps), gaps
+
+
+def fired_sweeps(stack: LocalStack) -> list[dict[str, Any]]:
+    return [event for event in handler_state(stack, "SweepFunction", "events") if event["event"] == {"sweep": True}]
+
+
+def test_run_sweeper_runs_the_scheduled_functions_now(start_stack: StartStack) -> None:
+    stack = start_stack()  # the sweep's own period is a minute: nothing runs by itself during the test
+    assert fired_sweeps(stack) == []
+    assert stack.run_sweeper() == [None]
+    assert len(fired_sweeps(stack)) == 1
+
+
+# --- expressions and the template's schedules, without a stack ---------------------------------------
+
+
+def test_at_expressions_are_read_in_their_time_zone() -> None:
+    assert parse_at("at(2026-07-01T09:30:00)") == datetime(2026, 7, 1, 9, 30, tzinfo=UTC)
+    assert parse_at("at(2026-07-01T09:30:00)", "Europe/Paris") == datetime(2026, 7, 1, 7, 30, tzinfo=UTC)
+    assert parse_at("at(2026-01-01T09:30:00)", "Europe/Paris") == datetime(2026, 1, 1, 8, 30, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("expression", "timezone"),
+    [("at(2026-02-30T00:00:00)", "UTC"), ("at(tomorrow)", "UTC"), ("at(2026-01-01T00:00:00)", "Mars/Olympus")],
+)
+def test_an_at_expression_that_names_no_moment_is_refused(expression: str, timezone: str) -> None:
+    with pytest.raises(ExpressionError):
+        parse_at(expression, timezone)
+
+
+def test_rate_expressions_give_their_period() -> None:
+    assert parse_rate("rate(1 minute)") == 60
+    assert parse_rate("rate(5 minutes)") == 300
+    assert parse_rate("rate(2 hours)") == 7200
+    assert parse_rate("rate(1 day)") == 86400
+    with pytest.raises(ExpressionError):
+        parse_rate("cron(* * * * ? *)")
+
+
+def test_a_schedule_event_gets_eventbridges_scheduled_event_and_schedulev2_its_input() -> None:
+    def function(name: str, events: dict[str, Any]) -> LocalFunction:
+        arn = f"arn:aws:lambda:us-east-1:123456789012:function:{name}"
+        spec = FunctionSpec(name, name, arn, Path("."), "m.f", 128, 3.0, {}, events)
+        return LocalFunction(spec, lambda event, context: None)
+
+    rule = {"Type": "Schedule", "Properties": {"Schedule": "rate(5 minutes)"}}
+    v2 = {"Type": "ScheduleV2", "Properties": {"ScheduleExpression": "rate(1 hour)", "Input": '{"a": 1}'}}
+    off = {"Type": "Schedule", "Properties": {"Schedule": "rate(1 minute)", "Enabled": False}}
+    events = {"Rule": rule, "V2": v2, "Off": off}
+    functions = Functions([function(name, {"Tick": event}) for name, event in events.items()])
+    resolver = Resolver(Template({"Resources": {}}, Path(".")), f"s-{uuid.uuid4().hex[:6]}")
+    every_five_minutes, hourly = recurring_schedules(resolver.template, resolver, functions)
+    assert (every_five_minutes.period_s, hourly.period_s) == (300, 3600)
+    event = every_five_minutes.event()
+    assert event["detail-type"] == "Scheduled Event"
+    assert event["source"] == "aws.events"
+    assert event["resources"] == ["arn:aws:events:us-east-1:123456789012:rule/Rule.Tick"]
+    assert hourly.event() == {"a": 1}

@@ -1,0 +1,173 @@
+"""The SQS poller as Lambda's event source mapping: batches, partial failures, delays, redrive."""
+
+import statistics
+import time
+import uuid
+from typing import Any
+
+import pytest
+from localstack_helpers import StartStack, handler_state, wait_until
+
+from wakeup_local.sqs_poller import failed_message_ids
+from wakeup_local.stack import LocalStack
+
+# The fixture template: QueueFunction (batches of 5, ReportBatchItemFailures) on Queue, WholeBatchFunction
+# on PlainQueue; both queues have a 1 s visibility timeout and redrive to DeadLetterQueue after 2 receives.
+
+
+def handled(stack: LocalStack, logical_id: str, body: str) -> list[dict[str, Any]]:
+    """Every record with this body the function was handed, with when."""
+    batches = handler_state(stack, logical_id, "batches")
+    return [
+        {**record, "handed_at": batch["received_at"]}
+        for batch in list(batches)
+        for record in batch["records"]
+        if record["body"] == body
+    ]
+
+
+def send_together(stack: LocalStack, queue: str, *bodies: str, delay_s: int = 1) -> None:
+    """Sends messages that come due at the same moment (so they are received in one batch)."""
+    stack.clients.sqs.send_message_batch(
+        QueueUrl=stack.resources.queues[queue].url,
+        Entries=[{"Id": str(n), "MessageBody": body, "DelaySeconds": delay_s} for n, body in enumerate(bodies)],
+    )
+
+
+def due_at(record: dict[str, Any], delay_s: int) -> float:
+    """When a message sent with a delay became visible (epoch seconds)."""
+    return int(record["attributes"]["SentTimestamp"]) / 1000 + delay_s
+
+
+def dead_letters(stack: LocalStack) -> list[str]:
+    url = stack.resources.queues["DeadLetterQueue"].url
+    messages = stack.clients.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+    return [message["Body"] for message in messages.get("Messages", [])]
+
+
+def queue_is_empty(stack: LocalStack, queue: str) -> bool:
+    attributes = stack.clients.sqs.get_queue_attributes(
+        QueueUrl=stack.resources.queues[queue].url,
+        AttributeNames=[
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ],
+    )["Attributes"]
+    return all(value == "0" for value in attributes.values())
+
+
+def test_reported_failures_come_back_and_go_to_the_dead_letter_queue_while_the_rest_is_deleted(
+    start_stack: StartStack,
+) -> None:
+    stack = start_stack()
+    send_together(stack, "Queue", "ok-1", "fail-1")
+    wait_until(lambda: "fail-1" in dead_letters(stack), timeout=15, message="fail-1 in the dead-letter queue")
+    ok, failed = handled(stack, "QueueFunction", "ok-1"), handled(stack, "QueueFunction", "fail-1")
+    assert len(ok) == 1
+    assert [record["attributes"]["ApproximateReceiveCount"] for record in failed] == ["1", "2"]
+    # The failed record came back only once its visibility timeout (1 s) had passed.
+    assert failed[1]["handed_at"] - failed[0]["handed_at"] >= 1.0
+    assert queue_is_empty(stack, "Queue")
+
+
+def test_a_handler_that_raises_fails_the_whole_batch(start_stack: StartStack) -> None:
+    stack = start_stack()
+    send_together(stack, "PlainQueue", "ok-2", "raise-2")
+    wait_until(
+        lambda: {"ok-2", "raise-2"} <= set(dead_letters(stack)), timeout=15, message="both in the dead-letter queue"
+    )
+    assert len(handled(stack, "WholeBatchFunction", "ok-2")) == 2
+    assert len(handled(stack, "WholeBatchFunction", "raise-2")) == 2
+
+
+def test_without_report_batch_item_failures_a_returned_batch_is_deleted_whole(start_stack: StartStack) -> None:
+    stack = start_stack()
+    send_together(stack, "PlainQueue", "fail-3", "ok-3")
+    wait_until(lambda: handled(stack, "WholeBatchFunction", "fail-3"), message="fail-3 handed over")
+    wait_until(lambda: queue_is_empty(stack, "PlainQueue"), message="the batch deleted")
+    assert len(handled(stack, "WholeBatchFunction", "fail-3")) == 1
+
+
+def test_a_delayed_message_is_handed_over_when_due_and_not_before(start_stack: StartStack) -> None:
+    stack = start_stack()
+    sent = time.time()
+    stack.clients.sqs.send_message(QueueUrl=stack.resources.queues["Queue"].url, MessageBody="ok-4", DelaySeconds=2)
+    (record,) = wait_until(lambda: handled(stack, "QueueFunction", "ok-4"), message="ok-4 handed over")
+    lateness = record["handed_at"] - due_at(record, delay_s=2)
+    assert record["handed_at"] - sent >= 2.0
+    assert lateness < 0.25
+
+
+def test_a_hundred_messages_due_at_once_are_all_handed_over_within_a_fraction_of_a_second(
+    start_stack: StartStack,
+) -> None:
+    stack = start_stack()
+    bodies = [f"ok-many-{n}" for n in range(100)]
+    for start in range(0, 100, 10):
+        send_together(stack, "Queue", *bodies[start : start + 10], delay_s=2)
+
+    def all_handed_over() -> list[dict[str, Any]] | None:
+        records = [handled(stack, "QueueFunction", body) for body in bodies]
+        return [found[0] for found in records] if all(records) else None
+
+    records = wait_until(all_handed_over, timeout=15, message="all 100 handed over")
+    lateness = sorted(record["handed_at"] - due_at(record, delay_s=2) for record in records)
+    print(f"100 messages: lateness p50 {statistics.median(lateness) * 1000:.0f} ms, max {lateness[-1] * 1000:.0f} ms")
+    assert lateness[0] >= 0
+    assert lateness[-1] < 0.5
+
+
+def test_records_have_lambdas_shape(start_stack: StartStack) -> None:
+    stack = start_stack()
+    queue = stack.resources.queues["Queue"]
+    stack.clients.sqs.send_message(
+        QueueUrl=queue.url,
+        MessageBody="ok-5",
+        MessageAttributes={
+            "kind": {"DataType": "String", "StringValue": "test"},
+            "blob": {"DataType": "Binary", "BinaryValue": b"\x01"},
+        },
+    )
+    (record,) = wait_until(lambda: handled(stack, "QueueFunction", "ok-5"), message="ok-5 handed over")
+    assert record["eventSource"] == "aws:sqs"
+    assert record["eventSourceARN"] == queue.arn
+    assert record["awsRegion"] == "us-east-1"
+    assert uuid.UUID(record["messageId"])
+    assert record["receiptHandle"]
+    assert record["attributes"]["ApproximateReceiveCount"] == "1"
+    assert abs(int(record["attributes"]["SentTimestamp"]) / 1000 - time.time()) < 10
+    assert record["messageAttributes"]["kind"]["stringValue"] == "test"
+    assert record["messageAttributes"]["kind"]["dataType"] == "String"
+    assert record["messageAttributes"]["blob"]["binaryValue"] == "AQ=="
+    assert record["md5OfBody"]
+
+
+# --- partial batch responses, by Lambda's rules --------------------------------------------------------
+
+BATCH = ["m1", "m2", "m3"]
+
+
+@pytest.mark.parametrize(
+    ("result", "failed"),
+    [
+        (None, set()),
+        ({}, set()),
+        ({"batchItemFailures": []}, set()),
+        ({"batchItemFailures": None}, set()),
+        ({"batchItemFailures": [{"itemIdentifier": "m2"}]}, {"m2"}),
+        ({"batchItemFailures": [{"itemIdentifier": "m1"}, {"itemIdentifier": "m3"}]}, {"m1", "m3"}),
+        ({"batchItemFailures": [{"itemIdentifier": ""}]}, set(BATCH)),
+        ({"batchItemFailures": [{"itemIdentifier": None}]}, set(BATCH)),
+        ({"batchItemFailures": [{"itemIdentifier": "not-in-batch"}]}, set(BATCH)),
+        ({"batchItemFailures": [{"id": "m1"}]}, set(BATCH)),
+        ({"batchItemFailures": "m1"}, set(BATCH)),
+        ("a string", set(BATCH)),
+    ],
+)
+def test_partial_batch_responses_follow_lambdas_rules(result: Any, failed: set[str]) -> None:
+    assert failed_message_ids(result, BATCH, report_batch_item_failures=True) == failed
+
+
+def test_without_the_response_type_the_result_is_ignored() -> None:
+    assert failed_message_ids({"batchItemFailures": [{"itemIdentifier": "m1"}]}, BATCH, False) == set()
