@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml client/pyproject.toml
 	touch $@
 
 run: $(STAMP)
-	$(BIN)/wakeup-local --port $(PORT)
+	@$(BIN)/wakeup-local --port $(PORT)
 
 test: lint pytest
 

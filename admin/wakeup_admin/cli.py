@@ -14,8 +14,10 @@ import json
 import os
 import sys
 from collections.abc import Iterable, Sequence
+from urllib.parse import urlsplit
 
-from botocore.exceptions import BotoCoreError, ClientError
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from wakeup.accounts import mint_account, revoke_account
 from wakeup.api_models import instance_reply
@@ -86,9 +88,18 @@ def _instances(store: Store, account_id: str | None) -> list[Instance]:
     return [instance for each in accounts for instance in store.all_instances(each)]
 
 
+def _local_credentials() -> None:
+    """Any credentials do for the local stack (moto on loopback): supplies some when none are set."""
+    endpoint = urlsplit(os.environ.get("AWS_ENDPOINT_URL", "")).hostname
+    if endpoint in ("127.0.0.1", "localhost", "::1") and boto3.Session().get_credentials() is None:
+        os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
+        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+
+
 def run(args: argparse.Namespace) -> int:
     if not args.table:
         raise UsageError("no table: pass --table or set WAKEUP_TABLE (make run prints it)")
+    _local_credentials()
     store = Store(args.table)
     match args.topic, args.action:
         case "accounts", "mint":
@@ -124,6 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"wakeup-admin: {exc}", file=sys.stderr)
         return 2
+    except NoCredentialsError:
+        print("wakeup-admin: no AWS credentials: configure them (aws configure, AWS_PROFILE, ...)", file=sys.stderr)
+        return 1
     except (ClientError, BotoCoreError) as exc:
         print(f"wakeup-admin: AWS refused or failed: {exc}", file=sys.stderr)
         return 1

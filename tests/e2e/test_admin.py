@@ -90,3 +90,20 @@ def test_a_missing_table_is_a_usage_error(stack: Any) -> None:
 def test_revoking_an_unknown_account_fails_clearly(stack: Any) -> None:
     result = admin(stack, "accounts", "revoke", "0b7e1f0e-6f43-4c5e-9d55-3b1f6d3c2a10")
     assert result.returncode == 1 and "no account" in result.stderr
+
+
+def test_the_local_stack_needs_no_aws_credentials(stack: Any) -> None:
+    # given only the lines make run prints, and no AWS credentials anywhere
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        AWS_ENDPOINT_URL=stack.endpoint_url,
+        AWS_DEFAULT_REGION=stack.region,
+        WAKEUP_TABLE=stack.table_name,
+        AWS_SHARED_CREDENTIALS_FILE="/nonexistent",
+        AWS_CONFIG_FILE="/nonexistent",
+    )
+    # when the operator lists the accounts
+    result = subprocess.run([ADMIN, "accounts", "list"], env=env, capture_output=True, text=True, check=False)
+    # then the local stack answers
+    assert result.returncode == 0, result.stderr
+    assert "ID" in result.stdout.splitlines()[0]
