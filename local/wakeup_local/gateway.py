@@ -254,6 +254,9 @@ class _Server(ThreadingHTTPServer):
 class _RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = IDLE_CONNECTION_TIMEOUT_S
+    # Headers and body go out in two writes; without this, Nagle's algorithm holds the body back
+    # for the client's delayed ACK (about 40 ms) on a kept-alive connection.
+    disable_nagle_algorithm = True
     server: _Server
 
     def do_GET(self) -> None:  # noqa: N802 - the names http.server dispatches to
@@ -283,6 +286,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
             if name.lower() not in ("content-length", "connection", "transfer-encoding"):
                 self.send_header(name, value)
         self.send_header("Content-Length", str(len(response.body)))
+        if self.close_connection:  # the client asked to close: say so, as HTTP/1.1 wants
+            self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD" and response.body:
             self.wfile.write(response.body)

@@ -160,3 +160,8 @@ def test_cookies_of_the_result_become_set_cookie_headers() -> None:
 def test_a_result_with_an_impossible_status_is_refused(status: Any) -> None:
     with pytest.raises(ValueError, match="not an HTTP status"):
         response_from({"statusCode": status})
+
+
+def test_a_client_asking_to_close_is_told_the_connection_closes(module_stack: LocalStack) -> None:
+    reply = requests.get(f"{module_stack.url}/items/x", headers={"Connection": "close"}, timeout=10)
+    assert reply.headers.get("Connection") == "close"
