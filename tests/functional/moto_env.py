@@ -1,9 +1,9 @@
-"""What the caller's and the sweeper's functional tests share: the template's resources in a moto
-server on loopback, a handler module of their own, a scriptable host, and the metrics printed.
+"""What the functional tests share: the template's resources in a moto server on loopback, a
+handler module of their own, a scriptable host, and the metrics printed.
 
 A moto server rather than `mock_aws`: the local stack of the end-to-end tests may run in the same
 process, and `mock_aws` would both reset its state and capture its requests. Each test gets its
-own table, queues and schedule group (unique names), removed afterwards.
+own table, queues and schedule group (unique names), or its module does, removed afterwards.
 """
 
 import importlib.util
@@ -29,8 +29,8 @@ from wakeup.store import Store
 from wakeup.times import now
 from wakeup.triggers import Triggers
 from wakeup_local.aws import AwsClients, make_clients
-from wakeup_local.resources import create_resources
-from wakeup_local.template import Resolver, load_template
+from wakeup_local.resources import StackResources, create_resources
+from wakeup_local.template import Resolver, Template, load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
@@ -112,32 +112,51 @@ class Deployed:
         return Trigger(instance_id, reg, 0)
 
 
+@dataclass
+class TemplateResources:
+    """The resources `template.yaml` defines, made in a moto server under a stack name of their own."""
+
+    template: Template
+    resolver: Resolver
+    clients: AwsClients
+    created: StackResources
+
+
 @contextmanager
-def deployed(endpoint_url: str, **settings: str) -> Iterator[Deployed]:
+def template_resources(endpoint_url: str, name_prefix: str) -> Iterator[TemplateResources]:
+    """The template's tables, queues and schedule groups (unique names), removed afterwards."""
     clients = make_clients(endpoint_url, REGION)
     template = load_template(ROOT / "template.yaml")
-    resolver = Resolver(template, stack_name=f"fn-{uuid.uuid4().hex[:8]}", region=REGION, endpoint_url=endpoint_url)
-    resources = create_resources(template, resolver, clients)
-    values = {
-        "WAKEUP_TABLE": resources.tables["Table"],
-        "WAKEUP_QUEUE_URL": resources.queues["CallerQueue"].url,
-        "WAKEUP_SCHEDULE_GROUP": resources.schedule_groups["ScheduleGroup"],
-        "WAKEUP_CALLER_ARN": f"arn:aws:lambda:{REGION}:123456789012:function:{resolver.stack_name}-caller",
-        "WAKEUP_SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/scheduler",
-        "WAKEUP_CALL_TIMEOUT_S": "2",
-        "WAKEUP_CLAIM_LEASE_S": "4",
-        **settings,
-    }
-    config = Settings.model_validate(values)
+    stack_name = f"{name_prefix}-{uuid.uuid4().hex[:8]}"
+    resolver = Resolver(template, stack_name=stack_name, region=REGION, endpoint_url=endpoint_url)
+    created = create_resources(template, resolver, clients)
     try:
-        yield Deployed(config, clients, Store(config.table, clients.dynamodb), RecordingTriggers(config, clients))
+        yield TemplateResources(template, resolver, clients, created)
     finally:
-        for table in resources.tables.values():
+        for table in created.tables.values():
             clients.dynamodb.delete_table(TableName=table)
-        for queue in resources.queues.values():
+        for queue in created.queues.values():
             clients.sqs.delete_queue(QueueUrl=queue.url)
-        for group in resources.schedule_groups.values():
+        for group in created.schedule_groups.values():
             clients.scheduler.delete_schedule_group(Name=group)
+
+
+@contextmanager
+def deployed(endpoint_url: str, **settings: str) -> Iterator[Deployed]:
+    with template_resources(endpoint_url, "fn") as made:
+        resources, clients = made.created, made.clients
+        values = {
+            "WAKEUP_TABLE": resources.tables["Table"],
+            "WAKEUP_QUEUE_URL": resources.queues["CallerQueue"].url,
+            "WAKEUP_SCHEDULE_GROUP": resources.schedule_groups["ScheduleGroup"],
+            "WAKEUP_CALLER_ARN": f"arn:aws:lambda:{REGION}:123456789012:function:{made.resolver.stack_name}-caller",
+            "WAKEUP_SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/scheduler",
+            "WAKEUP_CALL_TIMEOUT_S": "2",
+            "WAKEUP_CLAIM_LEASE_S": "4",
+            **settings,
+        }
+        config = Settings.model_validate(values)
+        yield Deployed(config, clients, Store(config.table, clients.dynamodb), RecordingTriggers(config, clients))
 
 
 def private_handler(function: str, env: Deployed) -> ModuleType:

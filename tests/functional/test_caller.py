@@ -16,26 +16,23 @@ from moto_env import (
     counted,
     deployed,
     emitted_metrics,
-    moto_endpoint,
     private_handler,
     serving_host,
 )
+from sample_events import load_event, scheduler_invocation, sqs_batch
 
-from events import load_event, scheduler_invocation, sqs_batch
 from wakeup import __version__
 from wakeup.model import Trigger
-from wakeup.observability import logger, metrics
+from wakeup.observability import logger
 from wakeup.times import epoch_ms, now
 
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    with moto_endpoint() as url:
-        yield url
+pytestmark = pytest.mark.usefixtures("metrics_namespace")
 
 
 @pytest.fixture
 def env(endpoint: str) -> Iterator[Deployed]:
+    """Resources of the test's own (not the module's): what one test queues or leaves overdue
+    must not reach another."""
     with deployed(endpoint) as env:
         yield env
 
@@ -44,13 +41,6 @@ def env(endpoint: str) -> Iterator[Deployed]:
 def wake_host() -> Iterator[Host]:
     with serving_host() as host:
         yield host
-
-
-@pytest.fixture(autouse=True)
-def metrics_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Powertools reads the namespace when `wakeup.observability` is first imported; the template
-    # sets it for the functions.
-    monkeypatch.setattr(metrics, "namespace", metrics.namespace or "Wakeup")
 
 
 def handler(module: ModuleType, event: Any) -> Any:

@@ -6,16 +6,14 @@ contract, route by route, is tested over HTTP in `tests/e2e/test_api_contract.py
 """
 
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import instances_handler
 import pytest
+from api_reply import Reply
 from botocore.stub import Stubber
-from moto_env import Deployed, LambdaContext, deployed, moto_endpoint
-
-from events import (
+from moto_env import Deployed, LambdaContext
+from sample_events import (
     DELETE_INSTANCE,
     GET_INSTANCE,
     LIST_INSTANCES,
@@ -24,6 +22,7 @@ from events import (
     api_event,
     load_event,
 )
+
 from wakeup import factories
 from wakeup.accounts import mint_account
 from wakeup.errors import WakeupError
@@ -32,26 +31,6 @@ from wakeup.tokens import TokenKind, hash_token, mint
 UNKNOWN_ID = "0b7e1f0e-6f43-4c5e-9d55-3b1f6d3c2a10"
 URL = "https://host.example.com/app"
 INSTANCE_FIELDS = {"id", "url", "at", "calledAt", "attempts", "lastError"}
-
-
-@pytest.fixture(scope="module")
-def resources() -> Iterator[tuple[str, Deployed]]:
-    """The template's table, queues and schedule group in a moto server: one set for the module,
-    since every test works with accounts of its own."""
-    with moto_endpoint() as endpoint, deployed(endpoint) as made:
-        yield endpoint, made
-
-
-@pytest.fixture
-def env(resources: tuple[str, Deployed], monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
-    """The environment the function reads its resources from (as on AWS), read afresh."""
-    endpoint, made = resources
-    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
-    for name, value in made.settings.model_dump(by_alias=True).items():
-        monkeypatch.setenv(name, str(value))
-    factories.reset()  # settings and clients are cached per cold start
-    yield made
-    factories.reset()
 
 
 @pytest.fixture
@@ -64,26 +43,10 @@ def other_account(env: Deployed) -> str:
     return mint_account(env.store, "another")[1]
 
 
-@dataclass
-class Reply:
-    status: int
-    headers: dict[str, str]
-    body: Any
-
-    @property
-    def error(self) -> str:
-        """The error's sentence, once the reply is checked to be in the error shape."""
-        assert self.headers.get("Content-Type") == "application/json"
-        assert isinstance(self.body, dict) and set(self.body) == {"error"}, self.body
-        assert isinstance(self.body["error"], str) and self.body["error"]
-        return str(self.body["error"])
-
-
 def invoke(event: dict[str, Any]) -> Reply:
     result = instances_handler.lambda_handler(event, LambdaContext(function_name="instances"))
     assert not result.get("isBase64Encoded")
-    body = json.loads(result["body"]) if result.get("body") else None
-    return Reply(result["statusCode"], result.get("headers") or {}, body)
+    return Reply.of(result)
 
 
 def register(account: str, token: str | None = None, url: str = URL, **changes: Any) -> Reply:

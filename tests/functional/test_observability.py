@@ -24,21 +24,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from moto_env import Host, moto_endpoint, serving_host
+from moto_env import REGION, ROOT, Host, serving_host, template_resources
+from sample_events import PUT_WAKE, REGISTER_INSTANCE, api_event, load_event, sqs_batch
 
-from events import PUT_WAKE, REGISTER_INSTANCE, api_event, load_event, sqs_batch
 from wakeup.accounts import mint_account
 from wakeup.model import Trigger
 from wakeup.store import Store
 from wakeup.times import format_time, now
 from wakeup.tokens import TokenKind, hash_token, mint
-from wakeup_local.aws import make_clients
 from wakeup_local.functions import FunctionSpec, function_specs
-from wakeup_local.resources import create_resources
 from wakeup_local.template import Resolver, load_template
 
-ROOT = Path(__file__).resolve().parents[2]
-REGION = "us-east-1"
 NAMESPACE = "Wakeup"
 RUN_TIMEOUT_S = 60
 
@@ -145,22 +141,9 @@ class Run:
 
 def deploy(endpoint: str, cleanup: ExitStack) -> Stack:
     """The template's resources under a stack name of their own, removed by `cleanup`."""
-    clients = make_clients(endpoint, REGION)
-    template = load_template(ROOT / "template.yaml")
-    resolver = Resolver(template, stack_name=f"obs-{uuid.uuid4().hex[:8]}", region=REGION, endpoint_url=endpoint)
-    resources = create_resources(template, resolver, clients)
-
-    def remove() -> None:
-        for table in resources.tables.values():
-            clients.dynamodb.delete_table(TableName=table)
-        for queue in resources.queues.values():
-            clients.sqs.delete_queue(QueueUrl=queue.url)
-        for group in resources.schedule_groups.values():
-            clients.scheduler.delete_schedule_group(Name=group)
-
-    cleanup.callback(remove)
-    functions = {spec.logical_id: spec for spec in function_specs(template, resolver, process_env={})}
-    return Stack(endpoint, functions, Store(resources.tables["Table"], clients.dynamodb))
+    made = cleanup.enter_context(template_resources(endpoint, "obs"))
+    functions = {spec.logical_id: spec for spec in function_specs(made.template, made.resolver, process_env={})}
+    return Stack(endpoint, functions, Store(made.created.tables["Table"], made.clients.dynamodb))
 
 
 def run(stack: Stack, logical_id: str, event: dict[str, Any], tokens: list[str], tmp: Path) -> Run:
@@ -223,12 +206,6 @@ def registered_instance(stack: Stack, url: str, at_offset: timedelta | None = No
 
 
 # -- the runs -------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    with moto_endpoint() as url:
-        yield url
 
 
 @pytest.fixture(scope="module")

@@ -10,36 +10,27 @@ from moto_env import (
     LambdaContext,
     counted,
     deployed,
-    moto_endpoint,
     private_handler,
 )
+from sample_events import load_event
 
-from events import load_event
 from wakeup.model import Trigger
-from wakeup.observability import metrics
 from wakeup.store import PENDING_SHARDS, pending_shard
 from wakeup.times import epoch_ms, now
 
 URL = "http://127.0.0.1:9/unused"  # nothing is called here
 
 
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    with moto_endpoint() as url:
-        yield url
-
-
 @pytest.fixture
 def env(endpoint: str) -> Iterator[Deployed]:
+    """Resources of the test's own (not the module's): what one test queues or leaves overdue
+    must not reach another."""
     with deployed(endpoint, WAKEUP_SWEEP_GRACE_S="30") as env:
         yield env
 
 
 @pytest.fixture
-def sweeper(env: Deployed, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    # Powertools reads the namespace when `wakeup.observability` is first imported; the template
-    # sets it for the functions.
-    monkeypatch.setattr(metrics, "namespace", metrics.namespace or "Wakeup")
+def sweeper(env: Deployed, metrics_namespace: None) -> ModuleType:
     return private_handler("sweeper", env)
 
 

@@ -3,17 +3,17 @@ over moto: the body (base64 too), the instance token whatever the header's case,
 underneath. The whole contract is tested over HTTP in `tests/e2e/test_api_contract.py`."""
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import pytest
 import wake_handler
+from api_reply import Reply
 from botocore.stub import Stubber
-from moto_env import Deployed, LambdaContext, deployed, moto_endpoint
+from moto_env import Deployed, LambdaContext
+from sample_events import PUT_WAKE, api_event, load_event
 
-from events import PUT_WAKE, api_event, load_event
 from wakeup import factories
 from wakeup.errors import WakeupError
 from wakeup.model import Trigger
@@ -21,26 +21,6 @@ from wakeup.times import format_time, now, parse_stored
 from wakeup.tokens import TokenKind, hash_token, mint
 
 URL = "https://host.example.com/app"
-
-
-@pytest.fixture(scope="module")
-def resources() -> Iterator[tuple[str, Deployed]]:
-    """The template's table, queues and schedule group in a moto server: one set for the module,
-    since every test works with instances of its own."""
-    with moto_endpoint() as endpoint, deployed(endpoint) as made:
-        yield endpoint, made
-
-
-@pytest.fixture
-def env(resources: tuple[str, Deployed], monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
-    """The environment the function reads its resources from (as on AWS), read afresh."""
-    endpoint, made = resources
-    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
-    for name, value in made.settings.model_dump(by_alias=True).items():
-        monkeypatch.setenv(name, str(value))
-    factories.reset()  # settings and clients are cached per cold start
-    yield made
-    factories.reset()
 
 
 @dataclass
@@ -58,25 +38,8 @@ def instance(env: Deployed) -> Instance:
     return Instance(registered.instance.id, token)
 
 
-@dataclass
-class Reply:
-    status: int
-    headers: dict[str, str]
-    body: Any
-
-    @property
-    def error(self) -> str:
-        """The error's sentence, once the reply is checked to be in the error shape."""
-        assert self.headers.get("Content-Type") == "application/json"
-        assert isinstance(self.body, dict) and set(self.body) == {"error"}, self.body
-        assert isinstance(self.body["error"], str) and self.body["error"]
-        return str(self.body["error"])
-
-
 def invoke(event: dict[str, Any]) -> Reply:
-    result = wake_handler.lambda_handler(event, LambdaContext(function_name="wake"))
-    body = json.loads(result["body"]) if result.get("body") else None
-    return Reply(result["statusCode"], result.get("headers") or {}, body)
+    return Reply.of(wake_handler.lambda_handler(event, LambdaContext(function_name="wake")))
 
 
 def put_wake(token: str | None, at: Any, **changes: Any) -> Reply:

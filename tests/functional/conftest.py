@@ -1,0 +1,46 @@
+"""Fixtures the functional tests share.
+
+- `endpoint` (module): a moto server on loopback.
+- `resources` (module): the template's table, queues and schedule group in it, one set for the
+  module, for tests that each work with accounts and instances of their own.
+- `env`: those resources in the environment the function reads them from (as on AWS), read afresh.
+  The caller's and sweeper's tests, which need a table of their own per test, define their own.
+- `metrics_namespace`: the namespace the template gives the functions' metrics.
+"""
+
+from collections.abc import Iterator
+
+import pytest
+from moto_env import Deployed, deployed, moto_endpoint
+
+from wakeup import factories
+from wakeup.observability import metrics
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    with moto_endpoint() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def resources(endpoint: str) -> Iterator[Deployed]:
+    with deployed(endpoint) as made:
+        yield made
+
+
+@pytest.fixture
+def env(endpoint: str, resources: Deployed, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    for name, value in resources.settings.model_dump(by_alias=True).items():
+        monkeypatch.setenv(name, str(value))
+    factories.reset()  # settings and clients are cached per cold start
+    yield resources
+    factories.reset()
+
+
+@pytest.fixture
+def metrics_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Powertools reads the namespace when `wakeup.observability` is first imported; the template
+    # sets it for the functions.
+    monkeypatch.setattr(metrics, "namespace", metrics.namespace or "Wakeup")
