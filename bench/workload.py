@@ -18,6 +18,13 @@ REQUEST_TIMEOUT_S = 30
 FLAKY = "/flaky/"
 
 
+class _BurstServer(ThreadingHTTPServer):
+    # A burst of wakes due at one second connects all at once: with socketserver's default listen
+    # queue of 5 the kernel drops the rest, and their callers resend only after a second.
+    request_queue_size = 1024
+    daemon_threads = True
+
+
 class Host:
     """A host on 127.0.0.1 that answers `GET <path>/wake` and records when each call arrived."""
 
@@ -40,8 +47,7 @@ class Host:
             def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = _BurstServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"

@@ -92,10 +92,15 @@ def main() -> int:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
     from moto.server import ThreadedMotoServer
+    from werkzeug.serving import BaseWSGIServer
 
     from wakeup_local import moto_fixes
 
     moto_fixes.apply()
+    # werkzeug listens with a queue of 128; a burst of wakes opens more connections than that at
+    # once (the local stack runs many invocations side by side), and the kernel drops the rest,
+    # whose clients resend only after a second.
+    BaseWSGIServer.request_queue_size = 1024
     server = ThreadedMotoServer(ip_address=LOOPBACK, port=0, verbose=False)
     server.start()
     _, port = server.get_host_and_port()
