@@ -73,6 +73,16 @@ def create_resources(template: Template, resolver: Resolver, clients: AwsClients
     return created
 
 
+def delete_resources(resources: StackResources, clients: AwsClients) -> None:
+    """Removes what `create_resources` made (a test's own resources, after the test)."""
+    for table in resources.tables.values():
+        clients.dynamodb.delete_table(TableName=table)
+    for queue in resources.queues.values():
+        clients.sqs.delete_queue(QueueUrl=queue.url)
+    for group in resources.schedule_groups.values():
+        clients.scheduler.delete_schedule_group(Name=group)
+
+
 def _properties(definition: dict[str, Any], resolver: Resolver) -> dict[str, Any]:
     properties = resolver.resolve(definition.get("Properties") or {})
     if not isinstance(properties, dict):

@@ -29,7 +29,7 @@ from wakeup.store import Store
 from wakeup.times import now
 from wakeup.triggers import Triggers
 from wakeup_local.aws import AwsClients, make_clients
-from wakeup_local.resources import StackResources, create_resources
+from wakeup_local.resources import StackResources, create_resources, delete_resources
 from wakeup_local.template import Resolver, Template, load_template
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,12 +133,7 @@ def template_resources(endpoint_url: str, name_prefix: str) -> Iterator[Template
     try:
         yield TemplateResources(template, resolver, clients, created)
     finally:
-        for table in created.tables.values():
-            clients.dynamodb.delete_table(TableName=table)
-        for queue in created.queues.values():
-            clients.sqs.delete_queue(QueueUrl=queue.url)
-        for group in created.schedule_groups.values():
-            clients.scheduler.delete_schedule_group(Name=group)
+        delete_resources(created, clients)
 
 
 @contextmanager

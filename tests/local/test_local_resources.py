@@ -10,7 +10,7 @@ from localstack_helpers import FIXTURE_TEMPLATE, ROOT
 
 from wakeup_local.aws import AwsClients, make_clients
 from wakeup_local.moto_process import MotoProcess
-from wakeup_local.resources import StackResources, create_resources
+from wakeup_local.resources import StackResources, create_resources, delete_resources
 from wakeup_local.template import DYNAMODB_TABLE, SCHEDULE_GROUP, SQS_QUEUE, Resolver, load_template
 
 
@@ -35,12 +35,7 @@ def created(endpoint: str, clients: AwsClients) -> Iterator[tuple[Resolver, Stac
     resolver = Resolver(template, f"r-{uuid.uuid4().hex[:8]}", endpoint_url=endpoint, rng=random.Random())
     resources = create_resources(template, resolver, clients)
     yield resolver, resources
-    for table in resources.tables.values():
-        clients.dynamodb.delete_table(TableName=table)
-    for queue in resources.queues.values():
-        clients.sqs.delete_queue(QueueUrl=queue.url)
-    for group in resources.schedule_groups.values():
-        clients.scheduler.delete_schedule_group(Name=group)
+    delete_resources(resources, clients)
 
 
 def test_the_table_has_the_templates_keys_indexes_and_billing(
@@ -99,9 +94,4 @@ def test_every_table_queue_and_group_of_the_real_template_is_created(endpoint: s
         for queue in resources.queues.values():
             assert clients.sqs.get_queue_url(QueueName=queue.name)["QueueUrl"] == queue.url
     finally:
-        for table in resources.tables.values():
-            clients.dynamodb.delete_table(TableName=table)
-        for queue in resources.queues.values():
-            clients.sqs.delete_queue(QueueUrl=queue.url)
-        for group in resources.schedule_groups.values():
-            clients.scheduler.delete_schedule_group(Name=group)
+        delete_resources(resources, clients)
