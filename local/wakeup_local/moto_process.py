@@ -20,6 +20,8 @@ import subprocess
 import sys
 import time
 
+from wakeup_local.child_process import stop_child
+
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
@@ -67,20 +69,8 @@ class MotoProcess:
 
     def stop(self) -> None:
         process, self._process = self._process, None
-        if process is None:
-            return
-        if process.stdin is not None:
-            try:
-                process.stdin.close()
-            except BrokenPipeError:
-                pass  # it had exited already
-        try:
-            process.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
+        if process is not None:
+            stop_child(process, STOP_TIMEOUT_S)
 
 
 def main() -> int:

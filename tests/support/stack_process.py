@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from wakeup_local.child_process import stop_child
+
 CHILD = Path(__file__).with_name("stack_child.py")
 START_TIMEOUT_S = 60.0
 COMMAND_TIMEOUT_S = 120.0
@@ -118,18 +120,7 @@ class StackProcess:
         """Closes the child's stdin (it stops its stack and exits), then waits for it."""
         process, self._process = self._process, None
         if process is not None:
-            if process.stdin is not None:
-                try:
-                    process.stdin.close()
-                except BrokenPipeError:
-                    pass  # it had exited already
-            try:
-                process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            if process.stdout is not None:
-                process.stdout.close()
+            stop_child(process, STOP_TIMEOUT_S)
         if self._log is not None:
             self._log.close()
             self._log = None
