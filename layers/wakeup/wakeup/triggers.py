@@ -25,6 +25,10 @@ SCHEDULE_SAFETY_S = 2
 SCHEDULE_RETRY = {"MaximumRetryAttempts": 10, "MaximumEventAgeInSeconds": 3600}
 
 
+class ScheduleContentionError(RuntimeError):
+    """Raised when the instance's schedule was created and removed under us round after round."""
+
+
 class Armed(StrEnum):
     QUEUE = "queue"
     SCHEDULE = "schedule"
@@ -111,7 +115,7 @@ class Triggers:
             except ClientError as exc:
                 if aws.error_code(exc) != "ResourceNotFoundException":
                     raise
-        raise RuntimeError("the schedule kept changing under concurrent requests")
+        raise ScheduleContentionError("the schedule kept changing under concurrent requests")
 
     def unschedule(self, instance_id: str) -> None:
         """Removes the instance's schedule, if it has one."""

@@ -7,11 +7,13 @@ arming fails the request answers 503 and the sweeper re-arms the wake once it is
 import uuid
 from datetime import datetime
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from wakeup.errors import UnauthorizedError, UnavailableError
 from wakeup.model import Instance, Trigger
 from wakeup.observability import logger
 from wakeup.store import Store
-from wakeup.triggers import Armed, Triggers
+from wakeup.triggers import Armed, ScheduleContentionError, Triggers
 
 # How often a writer re-reads after arming a schedule before it leaves the rest to later writers.
 _CONVERGE_ROUNDS = 5
@@ -40,7 +42,7 @@ def register_wake(store: Store, triggers: Triggers, instance_id: str, at: dateti
             triggers.unschedule(instance_id)
         if armed is Armed.SCHEDULE:
             converge(store, triggers, instance_id, trigger, now)
-    except Exception as exc:
+    except (ClientError, BotoCoreError, ScheduleContentionError) as exc:
         # The registration stands in the table: the sweeper arms it once it is overdue.
         logger.exception("arming failed", instance_id=instance_id)
         raise UnavailableError("the wake was recorded but could not be armed; retry the request") from exc
