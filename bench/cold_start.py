@@ -150,11 +150,10 @@ def _environment(function: FunctionSpec) -> dict[str, str]:
     }
 
 
-def _probe(python: Path, function: FunctionSpec) -> tuple[float, float, float]:
-    module = function.handler.rpartition(".")[0]
-    started = time.perf_counter()
-    done = subprocess.run(
-        [str(python), "-c", _PROBE.format(module=module)],
+def _run_as_lambda(python: Path, function: FunctionSpec, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python args` in a fresh process, in the function's folder with its environment, as Lambda's init."""
+    return subprocess.run(
+        [str(python), *args],
         env=_environment(function),
         cwd=function.code_dir,
         capture_output=True,
@@ -162,6 +161,12 @@ def _probe(python: Path, function: FunctionSpec) -> tuple[float, float, float]:
         timeout=PROBE_TIMEOUT_S,
         check=False,
     )
+
+
+def _probe(python: Path, function: FunctionSpec) -> tuple[float, float, float]:
+    module = function.handler.rpartition(".")[0]
+    started = time.perf_counter()
+    done = _run_as_lambda(python, function, "-c", _PROBE.format(module=module))
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"the cold start probe of {module} failed:\n{done.stderr}")
@@ -175,15 +180,7 @@ def _heaviest(python: Path, function: FunctionSpec, count: int = 6) -> list[tupl
     module = function.handler.rpartition(".")[0]
     by_package: dict[str, list[float]] = defaultdict(list)
     for _ in range(IMPORTTIME_RUNS):
-        done = subprocess.run(
-            [str(python), "-X", "importtime", "-c", f"import {module}"],
-            env=_environment(function),
-            cwd=function.code_dir,
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT_S,
-            check=False,
-        )
+        done = _run_as_lambda(python, function, "-X", "importtime", "-c", f"import {module}")
         run: dict[str, float] = defaultdict(float)
         for line in done.stderr.splitlines():
             if not line.startswith("import time:") or "self [us]" in line:
