@@ -356,7 +356,7 @@ def count_instances(*accounts: Api) -> int:
 
 
 def test_two_accounts_registering_one_token_at_once_make_one_instance(api: Api, other: Api) -> None:
-    for round_ in range(1, 11):
+    for round_ in range(1, 31):
         token = mint(TokenKind.INSTANCE)
         barrier = threading.Barrier(2)
         statuses: dict[str, int] = {}
