@@ -175,7 +175,8 @@ def test_the_templates_recurring_schedule_runs_every_sweep_period(start_stack: S
         message="three sweeps",
     )
     gaps = [later["at"] - earlier["at"] for earlier, later in zip(runs, runs[1:], strict=False)]
-    assert all(0.25 <= gap < 0.6 for gap in gaps), gaps
+    # Each run is stamped when its thread starts, a moment after it was due: gaps jitter around the period.
+    assert all(0.2 <= gap < 0.9 for gap in gaps), gaps
 
 
 def fired_sweeps(stack: LocalStack) -> list[dict[str, Any]]:
