@@ -15,7 +15,6 @@ import argparse
 import logging
 import os
 import select
-import signal
 import subprocess
 import sys
 import time
@@ -43,13 +42,16 @@ class MotoProcess:
     def start(self) -> None:
         # moto needs no AWS settings of the shell's (a profile that does not exist here would fail it).
         environment = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
-        # stderr is the stack's own: whatever moto has to say lands in the stack's log.
+        # stderr is the stack's own: whatever moto has to say lands in the stack's log. A session of
+        # its own keeps the signals sent to the stack's whole group (Ctrl-C, a supervisor's SIGTERM)
+        # from stopping moto while the stack's handlers and pollers are still using it.
         self._process = subprocess.Popen(
             [sys.executable, "-m", "wakeup_local.moto_process"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=environment,
             text=True,
+            start_new_session=True,
         )
         assert self._process.stdout is not None
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -76,8 +78,6 @@ class MotoProcess:
 def main() -> int:
     """The child: serves moto until its stdin closes."""
     argparse.ArgumentParser(prog="python -m wakeup_local.moto_process").parse_args()
-    # Ctrl-C reaches the whole process group: the parent decides when moto stops.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
 

@@ -64,7 +64,11 @@ def wakeup_local(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], "queue
 
 @pytest.mark.parametrize(
     ("stop_signal", "to_group"),
-    [(signal.SIGTERM, False), (signal.SIGINT, True)],  # `kill`, and Ctrl-C (to every process of the group)
+    [
+        (signal.SIGTERM, False),  # `kill`
+        (signal.SIGINT, True),  # Ctrl-C, to every process of the group
+        (signal.SIGTERM, True),  # a supervisor (systemd, `timeout`) stopping the whole group
+    ],
 )
 def test_it_prints_five_lines_serves_and_stops_cleanly_on_a_signal(
     wakeup_local: tuple[subprocess.Popen[str], "queue.Queue[str | None]", Path],
