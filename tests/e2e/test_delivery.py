@@ -196,7 +196,8 @@ def test_a_caller_that_dies_mid_call_is_replaced_after_its_lease_never_sooner(
     # given a wake 2 s ahead, and a caller that claimed it and died: its claim is in the table
     instance_id, token = instances.new(host.url)
     instances.wake(token, iso(time.time() + 2))
-    lease_end = time.time() + 5
+    lease_end_ms = int((time.time() + 5) * 1000)  # as stored: to the millisecond
+    lease_end = lease_end_ms / 1000
     aws = StackAws(stack)
     stored = aws.stored_instance(instance_id)
     aws.dynamodb.update_item(
@@ -204,7 +205,7 @@ def test_a_caller_that_dies_mid_call_is_replaced_after_its_lease_never_sooner(
         Key={"pk": {"S": f"INSTANCE#{instance_id}"}},
         UpdateExpression="SET claim_until = :until",
         ConditionExpression="reg = :reg",
-        ExpressionAttributeValues={":until": {"N": str(int(lease_end * 1000))}, ":reg": stored["reg"]},
+        ExpressionAttributeValues={":until": {"N": str(lease_end_ms)}, ":reg": stored["reg"]},
     )
     # when the trigger comes, the claim is held: then
     [call] = host.wait_for_calls(1, timeout=15)
