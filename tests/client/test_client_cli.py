@@ -232,7 +232,8 @@ def test_wake_in_registers_now_plus_the_duration(
     wakeup: Cli, instance_token: str, monkeypatch: pytest.MonkeyPatch, duration: str, seconds: int
 ) -> None:
     monkeypatch.setenv("WAKEUP_TOKEN", instance_token)
-    before = datetime.now(UTC)
+    now = datetime.now(UTC)
+    before = now.replace(microsecond=now.microsecond // 1000 * 1000)  # `at` is sent to the millisecond
 
     ran = wakeup("wake", "--in", duration)
 

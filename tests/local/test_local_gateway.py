@@ -21,7 +21,7 @@ def get_echo(stack: LocalStack, target: str, **kwargs: Any) -> dict[str, Any]:
 
 
 def test_a_request_becomes_a_payload_2_event_with_path_parameters(module_stack: LocalStack) -> None:
-    before = datetime.now(UTC).timestamp() * 1000
+    before = int(datetime.now(UTC).timestamp() * 1000)  # timeEpoch is whole milliseconds
     event = get_echo(module_stack, "/items/abc%20d", headers={"X-Custom-Header": "Value", "User-Agent": "tester/1"})
     assert event["version"] == "2.0"
     assert event["routeKey"] == "GET /items/{id}"
