@@ -317,7 +317,7 @@ class FakeWakeupService:
 
 def _json_object(body: bytes) -> Json:
     if len(body) > MAX_BODY_BYTES:
-        raise _Refusal(413, "the body is over 16 KiB")
+        raise _Refusal(413, "the body is larger than 16 KiB")
     try:
         value = json.loads(body)
     except ValueError as exc:

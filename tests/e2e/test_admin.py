@@ -3,11 +3,14 @@
 import os
 import subprocess
 import sys
+import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import requests
 
+from wakeup.times import now, parse_stored
 from wakeup.tokens import TokenKind, mint
 
 ADMIN = str(Path(sys.executable).with_name("wakeup-admin"))
@@ -37,9 +40,16 @@ def test_mint_prints_a_working_token_alone_on_stdout_and_list_shows_the_account(
     assert token not in listed.stdout
 
 
+def account_row(stack: Any, label: str) -> list[str]:
+    """The columns of `accounts list` for the one account labelled `label`: id, label, created, revoked."""
+    [row] = [line.split() for line in admin(stack, "accounts", "list").stdout.splitlines() if label in line.split()]
+    return row
+
+
 def test_a_revoked_accounts_token_and_its_instances_tokens_are_401(stack: Any) -> None:
     # given an account with an instance that registered a wake
-    token = admin(stack, "accounts", "mint", "--label", "to-revoke").stdout.strip()
+    label = f"to-revoke-{uuid.uuid4().hex[:8]}"
+    token = admin(stack, "accounts", "mint", "--label", label).stdout.strip()
     auth = {"Authorization": f"Bearer {token}"}
     instance_token = mint(TokenKind.INSTANCE)
     posted = requests.post(
@@ -49,10 +59,10 @@ def test_a_revoked_accounts_token_and_its_instances_tokens_are_401(stack: Any) -
         timeout=10,
     )
     instance_id = posted.json()["id"]
-    account_id = next(
-        line.split()[0] for line in admin(stack, "accounts", "list").stdout.splitlines() if "to-revoke" in line
-    )
+    account_id, _, _, not_yet_revoked = account_row(stack, label)
+    assert not_yet_revoked == "-"
     # when the operator revokes it
+    before = now()
     revoked = admin(stack, "accounts", "revoke", account_id)
     assert revoked.returncode == 0, revoked.stderr
     # then both kinds of token are refused
@@ -64,9 +74,11 @@ def test_a_revoked_accounts_token_and_its_instances_tokens_are_401(stack: Any) -
         timeout=10,
     )
     assert wake.status_code == 401
-    # and the operator still sees the instance, revoked ones marked in the account list
+    # and the operator still sees the instance, and the account marked with the time it was revoked
     assert instance_id in admin(stack, "instances", "list", "--account", account_id).stdout
-    assert "to-revoke" in admin(stack, "accounts", "list").stdout
+    listed_id, _, _, revoked_at = account_row(stack, label)
+    assert listed_id == account_id
+    assert before - timedelta(seconds=1) <= parse_stored(revoked_at) <= now()
 
 
 def test_instances_show_prints_the_instance(stack: Any) -> None:

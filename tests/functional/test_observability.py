@@ -279,8 +279,14 @@ def caller_failed_run(stack: Stack, tmp: Path, failing_host: Host) -> Run:
 
 @pytest.fixture(scope="module")
 def caller_stale_run(stack: Stack, tmp: Path) -> Run:
-    # The sample schedule's trigger names an instance this table never had.
-    done = run(stack, "CallerFunction", load_event("scheduler_caller"), [], tmp)
+    # A schedule that fired with an older registration's trigger: the instance (with its tokens in
+    # the table) has registered a newer wake since, which the run reads and arms again.
+    current, tokens = registered_instance(stack, "https://host.example.com/app", timedelta(days=1))
+    assert current is not None
+    event = load_event("scheduler_caller")
+    event["instance_id"] = current.instance_id
+    assert event["reg"] != current.reg  # the sample's registration, not the current one
+    done = run(stack, "CallerFunction", event, tokens, tmp)
     assert done.result == {"result": "stale"}
     return done
 
@@ -423,6 +429,7 @@ def test_the_sweeper_logs_each_wake_it_rearmed(sweeper_run: Run) -> None:
 def test_no_token_nor_its_hash_is_printed(request: pytest.FixtureRequest, name: str) -> None:
     run_ = the(request, name)
     printed = run_.stdout + run_.stderr + json.dumps(run_.result)
+    assert len(run_.tokens) == 2, "the run must handle an account's and an instance's token"
     for token in run_.tokens:
         # The token's random part, so a token printed without its prefix is caught as well.
         assert token[4:] not in printed

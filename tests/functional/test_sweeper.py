@@ -56,10 +56,13 @@ def test_a_wake_whose_trigger_was_lost_is_armed_again(
 
 
 def test_a_wake_re_armed_is_not_re_armed_again_within_the_grace(env: Deployed, sweeper: ModuleType) -> None:
-    env.new_wake(env.new_instance(URL), now() - timedelta(minutes=2))
-    sweep(sweeper)
-
+    # given a lost wake that the first sweep re-armed
+    lost = env.new_wake(env.new_instance(URL), now() - timedelta(minutes=2))
+    assert sweep(sweeper) == {"overdue": 1, "rearmed": 1, "failed": 0}
+    assert env.queued() == [lost]
+    # when the next sweep comes within the grace, then it leaves the wake to that trigger
     assert sweep(sweeper) == {"overdue": 0, "rearmed": 0, "failed": 0}
+    assert env.queued() == []
 
 
 def test_a_retry_whose_trigger_was_lost_is_armed_with_its_attempt(env: Deployed, sweeper: ModuleType) -> None:

@@ -149,12 +149,31 @@ def test_an_at_that_breaks_the_contract_is_400(env: Deployed, instance: Instance
     assert stored is not None and stored.at is None
 
 
-@pytest.mark.parametrize("body", ["not json", '"2030-01-01T00:00:00Z"', None, "x" * (16 * 1024 + 1)])
-def test_a_body_that_is_not_a_small_json_object_is_refused(instance: Instance, body: Any) -> None:
+@pytest.mark.parametrize("body", ["not json", '"2030-01-01T00:00:00Z"', None])
+def test_a_body_that_is_not_a_json_object_is_400(instance: Instance, body: Any) -> None:
     reply = invoke(api_event(PUT_WAKE, token=instance.token, body=body))
 
-    assert reply.status in (400, 413)
-    assert reply.error
+    assert (reply.status, reply.error) == (400, "the body must be a JSON object")
+
+
+def test_a_json_object_over_16_kib_is_413(env: Deployed, instance: Instance) -> None:
+    # given a body that is valid in every way but its size (one byte over 16 KiB)
+    body = {"at": in_a_day(), "padding": ""}
+    body["padding"] = "x" * (16 * 1024 + 1 - len(json.dumps(body)))
+    assert len(json.dumps(body)) == 16 * 1024 + 1
+    # when
+    reply = invoke(api_event(PUT_WAKE, token=instance.token, body=body))
+    # then
+    assert (reply.status, reply.error) == (413, "the body is larger than 16 KiB")
+    stored = env.store.get_instance(instance.id)
+    assert stored is not None and stored.at is None
+
+
+def test_a_json_object_of_exactly_16_kib_is_accepted(instance: Instance) -> None:
+    body = {"at": in_a_day(), "padding": ""}
+    body["padding"] = "x" * (16 * 1024 - len(json.dumps(body)))
+
+    assert invoke(api_event(PUT_WAKE, token=instance.token, body=body)).status == 204
 
 
 def test_arming_failing_underneath_is_503_and_the_wake_stays_recorded(env: Deployed, instance: Instance) -> None:

@@ -1,5 +1,8 @@
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import boto3
 import pytest
@@ -13,8 +16,7 @@ NOW = datetime(2026, 12, 1, 9, 0, 0, 400000, tzinfo=UTC)
 TRIGGER = Trigger("0b7e1f0e-6f43-4c5e-9d55-3b1f6d3c2a10", "reg1", 0)
 
 
-@pytest.fixture
-def settings() -> Settings:
+def make_settings(**changes: str) -> Settings:
     return Settings.model_validate(
         {
             "WAKEUP_TABLE": "t",
@@ -22,18 +24,33 @@ def settings() -> Settings:
             "WAKEUP_SCHEDULE_GROUP": "g",
             "WAKEUP_CALLER_ARN": "arn:aws:lambda:us-east-1:123456789012:function:s-caller",
             "WAKEUP_SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/r",
+            **changes,
         }
     )
 
 
-def clients() -> tuple[object, object]:
+@pytest.fixture
+def settings() -> Settings:
+    return make_settings()
+
+
+def clients() -> tuple[Any, Any]:
     region = {"region_name": "us-east-1", "aws_access_key_id": "x", "aws_secret_access_key": "x"}
     return boto3.client("sqs", **region), boto3.client("scheduler", **region)
 
 
+@contextmanager
+def stubbed(client: Any) -> Iterator[Stubber]:
+    """A Stubber that also fails the test when a response it was given is never asked for: the
+    stubbed call must happen, not merely be allowed."""
+    with Stubber(client) as stub:
+        yield stub
+        stub.assert_no_pending_responses()
+
+
 def test_a_wake_within_the_horizon_goes_to_sqs_delayed_to_just_before_it(settings: Settings) -> None:
     sqs, scheduler = clients()
-    with Stubber(sqs) as stub:
+    with stubbed(sqs) as stub:
         stub.add_response(
             "send_message",
             {"MessageId": "m"},
@@ -45,7 +62,7 @@ def test_a_wake_within_the_horizon_goes_to_sqs_delayed_to_just_before_it(setting
 
 def test_a_wake_in_the_past_is_sent_without_delay(settings: Settings) -> None:
     sqs, scheduler = clients()
-    with Stubber(sqs) as stub:
+    with stubbed(sqs) as stub:
         stub.add_response("send_message", {"MessageId": "m"}, {"QueueUrl": ANY, "MessageBody": ANY, "DelaySeconds": 0})
         Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, NOW - timedelta(hours=1), NOW)
 
@@ -53,7 +70,7 @@ def test_a_wake_in_the_past_is_sent_without_delay(settings: Settings) -> None:
 def test_a_far_wake_is_one_schedule_a_lead_early_in_utc_deleted_after_completion(settings: Settings) -> None:
     sqs, scheduler = clients()
     due = NOW + timedelta(hours=5)
-    with Stubber(scheduler) as stub:
+    with stubbed(scheduler) as stub:
         stub.add_response(
             "create_schedule",
             {"ScheduleArn": "arn:aws:scheduler:us-east-1:123456789012:schedule/g/x"},
@@ -74,11 +91,10 @@ def test_a_far_wake_is_one_schedule_a_lead_early_in_utc_deleted_after_completion
 
 def test_an_existing_schedule_is_replaced_whole(settings: Settings) -> None:
     sqs, scheduler = clients()
-    with Stubber(scheduler) as stub:
+    with stubbed(scheduler) as stub:
         stub.add_client_error("create_schedule", "ConflictException", http_status_code=409)
         stub.add_response("update_schedule", {"ScheduleArn": "arn:x"}, None)
         Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, NOW + timedelta(days=3), NOW)
-        stub.assert_no_pending_responses()
 
 
 def test_the_schedule_carries_the_trigger_to_the_caller(settings: Settings) -> None:
@@ -87,7 +103,7 @@ def test_the_schedule_carries_the_trigger_to_the_caller(settings: Settings) -> N
     scheduler.meta.events.register(
         "provide-client-params.scheduler.CreateSchedule", lambda params, **_: seen.update(params)
     )
-    with Stubber(scheduler) as stub:
+    with stubbed(scheduler) as stub:
         stub.add_response("create_schedule", {"ScheduleArn": "arn:x"}, None)
         Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, NOW + timedelta(days=3), NOW)
     target = seen["Target"]
@@ -96,22 +112,54 @@ def test_the_schedule_carries_the_trigger_to_the_caller(settings: Settings) -> N
     assert json.loads(target["Input"]) == {"instance_id": TRIGGER.instance_id, "reg": "reg1", "attempt": 0}
 
 
-@pytest.mark.parametrize("seconds_ahead", [0, 1, 500, 840, 841, 900, 3600, 86400 * 400])
-def test_nothing_is_ever_scheduled_in_the_past(settings: Settings, seconds_ahead: int) -> None:
+def arrival(settings: Settings, due: datetime) -> tuple[Armed, datetime]:
+    """How `arm()` sends a trigger for `due` at NOW, and when the trigger is set to arrive: the
+    schedule's `at()` (whole seconds, UTC), or NOW plus the SQS message's delay."""
+    sqs, scheduler = clients()
+    sent: dict[str, Any] = {}
+    sqs.meta.events.register("provide-client-params.sqs.SendMessage", lambda params, **_: sent.update(params))
+    scheduler.meta.events.register(
+        "provide-client-params.scheduler.CreateSchedule", lambda params, **_: sent.update(params)
+    )
+    with stubbed(sqs) as sqs_stub, stubbed(scheduler) as scheduler_stub:
+        way = Triggers(settings, sqs, scheduler, clock=lambda: NOW).route(due, NOW)
+        if way is Armed.QUEUE:
+            sqs_stub.add_response("send_message", {"MessageId": "m"}, None)
+        else:
+            scheduler_stub.add_response("create_schedule", {"ScheduleArn": "arn:x"}, None)
+        assert Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, due, NOW) is way
+    if way is Armed.QUEUE:
+        return way, NOW + timedelta(seconds=sent["DelaySeconds"])
+    expression = sent["ScheduleExpression"]
+    assert sent["ScheduleExpressionTimezone"] == "UTC"
+    return way, datetime.strptime(expression, "at(%Y-%m-%dT%H:%M:%S)").replace(tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("horizon_s", "lead_s"),
+    [("840", "60"), ("5", "2"), ("100", "99"), ("900", "0"), ("60", "59")],
+)
+@pytest.mark.parametrize(
+    "seconds_ahead", [-3600, 0, 0.5, 1, 1.9, 2.5, 5.5, 59.5, 60.5, 61.5, 100.5, 101.5, 500, 840.5, 901, 86400 * 400]
+)
+def test_nothing_is_ever_scheduled_in_the_past(horizon_s: str, lead_s: str, seconds_ahead: float) -> None:
+    # given settings where a wake just past the horizon would have its schedule fire at once
+    settings = make_settings(WAKEUP_SQS_HORIZON_S=horizon_s, WAKEUP_SCHEDULE_LEAD_S=lead_s)
     due = NOW + timedelta(seconds=seconds_ahead)
-    triggers = Triggers(settings, *clients(), clock=lambda: NOW)
-    if triggers.route(due, NOW) is Armed.SCHEDULE:
-        fire = due - timedelta(seconds=settings.schedule_lead_s)
-        assert fire > NOW + timedelta(seconds=1)
-    else:
-        assert seconds_ahead <= 900
+    # when the wake is armed
+    way, arrives = arrival(settings, due)
+    # then a schedule's at() is safely in the future (AWS refuses one in the past), and no trigger
+    # is set to arrive after the wake's time
+    if way is Armed.SCHEDULE:
+        assert arrives > NOW + timedelta(seconds=1)
+    assert arrives <= max(due, NOW)
 
 
 def test_the_sqs_delay_counts_from_the_moment_of_sending(settings: Settings) -> None:
     # given a request that took 1.5 s between reading the clock and sending
     sqs, scheduler = clients()
     sent_at = NOW + timedelta(seconds=1.5)
-    with Stubber(sqs) as stub:
+    with stubbed(sqs) as stub:
         stub.add_response("send_message", {"MessageId": "m"}, {"QueueUrl": ANY, "MessageBody": ANY, "DelaySeconds": 8})
         # when it arms a wake 10 s after the request began
         Triggers(settings, sqs, scheduler, clock=lambda: sent_at).arm(TRIGGER, NOW + timedelta(seconds=10), NOW)
