@@ -8,6 +8,10 @@ Each is applied once, and only if moto still has what it replaces (a newer moto 
   `attribute_not_exists` could both succeed (seen: two accounts both got 201 for one token), or
   the copy fails with "dictionary changed size during iteration". One lock serialises moto's
   DynamoDB operations, which makes each as atomic as DynamoDB's.
+- moto's `transact_write_items` deep-copies every table it writes to before it starts, to roll back
+  a cancelled transaction: its cost grows with the table (with 10,000 instances, one registration
+  took most of a second). Here it snapshots only the items the transaction names (at most 100), and
+  on any failure puts exactly those back; its checks, writes and errors stay moto's own.
 
 - moto 5's SQS `receive_message` checks each message's retention period through
   `get_queue_attributes`, which computes every attribute of the queue (counting its messages) each
@@ -18,15 +22,20 @@ Each is applied once, and only if moto still has what it replaces (a newer moto 
   change while the process runs: it is listed once.
 """
 
+import copy
 import functools
 import logging
 import threading
+import types
 from collections.abc import Callable
 from typing import Any
 
+import moto.dynamodb.models as dynamodb_models
 from moto import backends
 from moto.core.utils import unix_time
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import DynamoType, Item
+from moto.dynamodb.models.table import Table
 from moto.sqs.models import SQSBackend
 
 log = logging.getLogger(__name__)
@@ -57,6 +66,64 @@ def _serialised(operation: Callable[..., Any]) -> Callable[..., Any]:
     return locked
 
 
+# --- transactions that snapshot only their own items --------------------------------------------------
+
+
+def _deepcopy_all_but_tables(value: Any, memo: dict[int, Any] | None = None) -> Any:
+    # moto's transaction "copies" a table, then on a failure puts the copy back: with the table
+    # itself in its place that is a no-op, and the items it touched are restored by the wrapper.
+    return value if isinstance(value, Table) else copy.deepcopy(value, memo)
+
+
+# What moto's DynamoDB models module sees as `copy`: the transaction's table backup is the only
+# deep copy of a table there; the others (an updated item's old image) stay real copies.
+COPY_WITHOUT_TABLES = types.SimpleNamespace(deepcopy=_deepcopy_all_but_tables, copy=copy.copy)
+
+_ItemKey = tuple[Table, DynamoType, DynamoType | None]
+
+
+def _touched_items(backend: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> dict[_ItemKey, Item | None]:
+    """A copy of each item the transaction names (None: absent), by table and key."""
+    snapshots: dict[_ItemKey, Item | None] = {}
+    for action in transact_items:
+        for kind, operation in action.items():
+            table = backend.tables.get(str(operation.get("TableName")))
+            key = operation.get("Item") if kind == "Put" else operation.get("Key")
+            if table is None or not isinstance(key, dict) or table.hash_key_attr not in key:
+                continue  # moto refuses it before writing anything of its own
+            hash_key = DynamoType(key[table.hash_key_attr])
+            range_key = DynamoType(key[table.range_key_attr]) if table.range_key_attr in key else None
+            if table.has_range_key and range_key is None:
+                continue
+            snapshots.setdefault((table, hash_key, range_key), copy.deepcopy(table.get_item(hash_key, range_key)))
+    return snapshots
+
+
+def _restore(snapshots: dict[_ItemKey, Item | None]) -> None:
+    for (table, hash_key, range_key), item in snapshots.items():
+        items: dict[Any, Any] = table.items[hash_key] if range_key is not None else table.items
+        slot = range_key if range_key is not None else hash_key
+        if item is None:
+            items.pop(slot, None)
+        else:
+            items[slot] = item
+
+
+def snapshotting_touched_items(transact_write_items: Callable[..., Any]) -> Callable[..., Any]:
+    """moto's `transact_write_items`, rolled back item by item instead of table by table."""
+
+    @functools.wraps(transact_write_items)
+    def transact(self: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> Any:
+        snapshots = _touched_items(self, transact_items)
+        try:
+            return transact_write_items(self, transact_items)
+        except BaseException:
+            _restore(snapshots)
+            raise
+
+    return transact
+
+
 def _is_message_valid_based_on_retention_period(self: Any, queue_name: str, message: Any) -> bool:
     retention_period = int(self.get_queue(queue_name).message_retention_period)
     return bool(retention_period + message.sent_timestamp / 1000 > unix_time())
@@ -67,6 +134,13 @@ def apply() -> None:
     if _applied:
         return
     _applied = True
+    if getattr(dynamodb_models, "copy", None) is copy and hasattr(DynamoDBBackend, "transact_write_items"):
+        setattr(dynamodb_models, "copy", COPY_WITHOUT_TABLES)  # noqa: B010 - the module's `copy` replaced
+        DynamoDBBackend.transact_write_items = snapshotting_touched_items(  # type: ignore[method-assign]
+            DynamoDBBackend.transact_write_items
+        )
+    else:
+        log.warning("moto changed: its transactions still copy whole tables (registering may be slow)")
     for name in _DYNAMODB_OPERATIONS:
         if hasattr(DynamoDBBackend, name):
             setattr(DynamoDBBackend, name, _serialised(getattr(DynamoDBBackend, name)))

@@ -1,0 +1,225 @@
+"""The local stack's moto transactions behave as moto's own, and never copy a whole table.
+
+Each scenario runs on moto as it comes (a server in this process) and on the local stack's moto (its
+own process, with `moto_fixes` applied): DynamoDB's rules for `TransactWriteItems`, all or nothing,
+with a reason per action when a condition fails, must hold on both.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import moto.dynamodb.models as dynamodb_models
+import pytest
+from botocore.exceptions import ClientError
+from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.table import Table
+from moto.server import ThreadedMotoServer
+
+from wakeup_local import moto_fixes
+from wakeup_local.moto_process import MotoProcess
+
+
+@pytest.fixture(scope="module")
+def plain_moto() -> Iterator[str]:
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def fixed_moto() -> Iterator[str]:
+    process = MotoProcess()
+    process.start()
+    yield process.endpoint_url
+    process.stop()
+
+
+@pytest.fixture(params=["plain_moto", "fixed_moto"])
+def dynamodb(request: pytest.FixtureRequest) -> Any:
+    return boto3.client("dynamodb", endpoint_url=request.getfixturevalue(request.param), region_name="us-east-1")
+
+
+def _table(dynamodb: Any, *, range_key: bool = False) -> str:
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    schema = [{"AttributeName": "pk", "KeyType": "HASH"}]
+    attributes = [{"AttributeName": "pk", "AttributeType": "S"}]
+    if range_key:
+        schema.append({"AttributeName": "sk", "KeyType": "RANGE"})
+        attributes.append({"AttributeName": "sk", "AttributeType": "S"})
+    dynamodb.create_table(
+        TableName=name, KeySchema=schema, AttributeDefinitions=attributes, BillingMode="PAY_PER_REQUEST"
+    )
+    return name
+
+
+def _items(dynamodb: Any, table: str) -> dict[str, dict[str, Any]]:
+    return {item["pk"]["S"] + item.get("sk", {}).get("S", ""): item for item in dynamodb.scan(TableName=table)["Items"]}
+
+
+def _cancellation(dynamodb: Any, actions: list[dict[str, Any]]) -> ClientError:
+    with pytest.raises(ClientError) as raised:
+        dynamodb.transact_write_items(TransactItems=actions)
+    return raised.value
+
+
+def test_a_failed_condition_undoes_the_updates_puts_and_deletes_before_it(dynamodb: Any) -> None:
+    # given
+    table = _table(dynamodb)
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "a"}, "n": {"N": "1"}})
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "c"}, "n": {"N": "3"}})
+    before = _items(dynamodb, table)
+    # when
+    error = _cancellation(
+        dynamodb,
+        [
+            {
+                "Update": {
+                    "TableName": table,
+                    "Key": {"pk": {"S": "a"}},
+                    "UpdateExpression": "SET n = :n, extra = :n",
+                    "ExpressionAttributeValues": {":n": {"N": "2"}},
+                }
+            },
+            {"Put": {"TableName": table, "Item": {"pk": {"S": "b"}}}},
+            {"Delete": {"TableName": table, "Key": {"pk": {"S": "c"}}}},
+            {
+                "ConditionCheck": {
+                    "TableName": table,
+                    "Key": {"pk": {"S": "missing"}},
+                    "ConditionExpression": "attribute_exists(pk)",
+                }
+            },
+        ],
+    )
+    # then
+    assert error.response["Error"]["Code"] == "TransactionCanceledException"
+    reasons = [reason["Code"] for reason in error.response["CancellationReasons"]]
+    assert reasons == ["None", "None", "None", "ConditionalCheckFailed"]
+    assert _items(dynamodb, table) == before
+
+
+def test_a_cancellation_reason_carries_the_old_item_when_asked(dynamodb: Any) -> None:
+    table = _table(dynamodb)
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "a"}, "owner": {"S": "first"}})
+    error = _cancellation(
+        dynamodb,
+        [
+            {"Put": {"TableName": table, "Item": {"pk": {"S": "b"}}}},
+            {
+                "Put": {
+                    "TableName": table,
+                    "Item": {"pk": {"S": "a"}, "owner": {"S": "second"}},
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            },
+        ],
+    )
+    first, second = error.response["CancellationReasons"]
+    assert first["Code"] == "None"
+    assert second["Code"] == "ConditionalCheckFailed"
+    assert second["Item"] == {"pk": {"S": "a"}, "owner": {"S": "first"}}
+    assert set(_items(dynamodb, table)) == {"a"}
+
+
+def test_two_actions_on_one_item_are_refused_and_nothing_is_written(dynamodb: Any) -> None:
+    table = _table(dynamodb)
+    error = _cancellation(
+        dynamodb,
+        [
+            {"Put": {"TableName": table, "Item": {"pk": {"S": "a"}}}},
+            {"Delete": {"TableName": table, "Key": {"pk": {"S": "a"}}}},
+        ],
+    )
+    assert error.response["Error"]["Code"] == "ValidationException"
+    assert _items(dynamodb, table) == {}
+
+
+def test_items_with_a_range_key_are_restored_too(dynamodb: Any) -> None:
+    table = _table(dynamodb, range_key=True)
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "h"}, "sk": {"S": "1"}, "n": {"N": "1"}})
+    before = _items(dynamodb, table)
+    _cancellation(
+        dynamodb,
+        [
+            {
+                "Update": {
+                    "TableName": table,
+                    "Key": {"pk": {"S": "h"}, "sk": {"S": "1"}},
+                    "UpdateExpression": "SET n = :n",
+                    "ExpressionAttributeValues": {":n": {"N": "2"}},
+                }
+            },
+            {"Put": {"TableName": table, "Item": {"pk": {"S": "h"}, "sk": {"S": "2"}}}},
+            {
+                "ConditionCheck": {
+                    "TableName": table,
+                    "Key": {"pk": {"S": "h"}, "sk": {"S": "3"}},
+                    "ConditionExpression": "attribute_exists(pk)",
+                }
+            },
+        ],
+    )
+    assert _items(dynamodb, table) == before
+
+
+def test_a_transaction_whose_conditions_hold_writes_everything(dynamodb: Any) -> None:
+    table = _table(dynamodb)
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "old"}})
+    dynamodb.transact_write_items(
+        TransactItems=[
+            {
+                "Put": {
+                    "TableName": table,
+                    "Item": {"pk": {"S": "new"}},
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+            {"Delete": {"TableName": table, "Key": {"pk": {"S": "old"}}}},
+        ]
+    )
+    assert set(_items(dynamodb, table)) == {"new"}
+
+
+def test_a_transaction_copies_only_the_items_it_names(plain_moto: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # given moto with the fix, and tables that may not be copied
+    monkeypatch.setattr(dynamodb_models, "copy", moto_fixes.COPY_WITHOUT_TABLES)
+    monkeypatch.setattr(
+        DynamoDBBackend,
+        "transact_write_items",
+        moto_fixes.snapshotting_touched_items(DynamoDBBackend.transact_write_items),
+    )
+
+    def refuse(table: Table, memo: Any) -> Table:
+        raise AssertionError("a whole table was copied")
+
+    monkeypatch.setattr(Table, "__deepcopy__", refuse, raising=False)
+    dynamodb = boto3.client("dynamodb", endpoint_url=plain_moto, region_name="us-east-1")
+    table = _table(dynamodb)
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "a"}, "n": {"N": "1"}})
+    # when a transaction is cancelled after an update
+    error = _cancellation(
+        dynamodb,
+        [
+            {
+                "Update": {
+                    "TableName": table,
+                    "Key": {"pk": {"S": "a"}},
+                    "UpdateExpression": "SET n = :n",
+                    "ExpressionAttributeValues": {":n": {"N": "2"}},
+                }
+            },
+            {"Put": {"TableName": table, "Item": {"pk": {"S": "b"}}, "ConditionExpression": "attribute_exists(pk)"}},
+        ],
+    )
+    # then it was undone from the items' own snapshots
+    assert error.response["Error"]["Code"] == "TransactionCanceledException"
+    assert _items(dynamodb, table) == {"a": {"pk": {"S": "a"}, "n": {"N": "1"}}}
