@@ -21,6 +21,9 @@ from wakeup.model import Trigger
 from wakeup.observability import logger, metrics, tracer
 from wakeup.settings import get_settings
 
+# Read at import, Lambda's init: invalid settings fail the init with the reason, never a request.
+get_settings()
+
 
 def _caller() -> Caller:
     return Caller(get_store(), get_triggers(), get_settings())

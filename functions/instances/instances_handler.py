@@ -12,9 +12,13 @@ from wakeup.factories import get_store, get_triggers
 from wakeup.http import authenticate, install, json_response, read_body
 from wakeup.model import TokenOwner
 from wakeup.observability import logger, tracer
+from wakeup.settings import get_settings
 from wakeup.store import Page
 from wakeup.times import now
 from wakeup.tokens import TokenKind
+
+# Read at import, Lambda's init: invalid settings fail the init with the reason, never a request.
+get_settings()
 
 app = APIGatewayHttpResolver()
 install(app)

@@ -11,6 +11,9 @@ from wakeup.settings import get_settings
 from wakeup.sweeper import publish, sweep
 from wakeup.times import now
 
+# Read at import, Lambda's init: invalid settings fail the init with the reason, never a request.
+get_settings()
+
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler

@@ -10,9 +10,13 @@ from wakeup.api_models import RegisterWakeBody
 from wakeup.factories import get_store, get_triggers
 from wakeup.http import authenticate, install, json_response, read_body
 from wakeup.observability import logger, tracer
+from wakeup.settings import get_settings
 from wakeup.times import format_time, now, parse_at
 from wakeup.tokens import TokenKind
 from wakeup.wakes import register_wake
+
+# Read at import, Lambda's init: invalid settings fail the init with the reason, never a request.
+get_settings()
 
 app = APIGatewayHttpResolver()
 install(app)

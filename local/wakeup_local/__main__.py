@@ -15,6 +15,7 @@ import sys
 import threading
 from types import FrameType
 
+from wakeup.settings import SettingsError
 from wakeup_local.stack import LocalStack
 from wakeup_local.template import TemplateError
 
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     stack = LocalStack(args.template, port=args.port)
     try:
         stack.start()
-    except TemplateError as exc:
+    except (TemplateError, SettingsError) as exc:
         log.error("cannot start: %s", exc)
         return 2
     except OSError as exc:

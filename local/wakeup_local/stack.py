@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any
 
 from wakeup_local.aws import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY, AwsClients, make_clients
-from wakeup_local.functions import Functions, function_specs, load_functions
+from wakeup_local.functions import Functions, FunctionSpec, function_specs, load_functions
 from wakeup_local.gateway import Gateway, routes_from
 from wakeup_local.moto_process import MotoProcess
 from wakeup_local.resources import StackResources, create_resources
@@ -50,6 +50,17 @@ def mint_with_wakeup(clients: AwsClients, table_name: str, label: str) -> str:
 
     _, token = mint_account(Store(table_name, client=clients.dynamodb), label)
     return token
+
+
+def check_wakeup_settings(specs: list[FunctionSpec]) -> None:
+    """Refuses settings the service's functions would refuse at their init (`SettingsError`), so
+    the stack stops at start with the reason rather than serving 500s. Functions without
+    `WAKEUP_TABLE` are not the service's (a test template's) and are left alone."""
+    from wakeup.settings import load_settings
+
+    for spec in specs:
+        if "WAKEUP_TABLE" in spec.environment:
+            load_settings(spec.environment)
 
 
 class _Environment:
@@ -187,6 +198,7 @@ class LocalStack:
         self._clients = make_clients(self.endpoint_url, self.region)
         self.resources = create_resources(template, resolver, self._clients)
         specs = function_specs(template, resolver, settings_env)
+        check_wakeup_settings(specs)
         self.functions = load_functions(specs, self._environment.set, self.region)
         self.table_name = self._find_table_name(specs_env=[spec.environment for spec in specs])
 

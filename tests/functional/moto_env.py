@@ -9,6 +9,7 @@ own table, queues and schedule group (unique names), or its module does, removed
 import importlib.util
 import json
 import logging
+import os
 import threading
 import time
 import uuid
@@ -23,6 +24,7 @@ from typing import Any
 
 from moto.server import ThreadedMotoServer
 
+from wakeup import factories
 from wakeup.model import Trigger
 from wakeup.settings import Settings
 from wakeup.store import Store
@@ -154,6 +156,31 @@ def deployed(endpoint_url: str, **settings: str) -> Iterator[Deployed]:
         yield Deployed(config, clients, Store(config.table, clients.dynamodb), RecordingTriggers(config, clients))
 
 
+@contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """`os.environ` with `values` set while in the block, as it was afterwards."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def imported_handler(function: str) -> ModuleType:
+    """functions/<function>/<function>_handler.py imported once for the test session. A handler
+    reads its settings at import (Lambda's init), so the import sees a table's name; the `env`
+    fixture then points the factories at each test's own resources."""
+    with environment({"WAKEUP_TABLE": "imported-before-any-test"}):
+        module = importlib.import_module(f"{function}_handler")
+    factories.reset()
+    return module
+
+
 def private_handler(function: str, env: Deployed) -> ModuleType:
     """functions/<function>/<function>_handler.py as a module of this test's own, its factories
     pointed at `env` (the local stack, if running in this process, keeps its own copy)."""
@@ -161,7 +188,9 @@ def private_handler(function: str, env: Deployed) -> ModuleType:
     spec = importlib.util.spec_from_file_location(f"{function}_handler_under_test_{uuid.uuid4().hex}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # Its init reads the settings from the environment, as on Lambda.
+    with environment({k: str(v) for k, v in env.settings.model_dump(by_alias=True).items()}):
+        spec.loader.exec_module(module)
     module.get_store = lambda: env.store  # type: ignore[attr-defined]
     module.get_triggers = lambda: env.triggers  # type: ignore[attr-defined]
     module.get_settings = lambda: env.settings  # type: ignore[attr-defined]

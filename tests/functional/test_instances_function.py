@@ -8,11 +8,10 @@ contract, route by route, is tested over HTTP in `tests/e2e/test_api_contract.py
 import json
 from typing import Any
 
-import instances_handler
 import pytest
 from api_reply import Reply
 from botocore.stub import Stubber
-from moto_env import Deployed, LambdaContext
+from moto_env import Deployed, LambdaContext, imported_handler
 from sample_events import (
     DELETE_INSTANCE,
     GET_INSTANCE,
@@ -27,6 +26,8 @@ from wakeup import factories
 from wakeup.accounts import mint_account
 from wakeup.errors import WakeupError
 from wakeup.tokens import TokenKind, hash_token, mint
+
+instances_handler = imported_handler("instances")
 
 UNKNOWN_ID = "0b7e1f0e-6f43-4c5e-9d55-3b1f6d3c2a10"
 URL = "https://host.example.com/app"

@@ -8,10 +8,9 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-import wake_handler
 from api_reply import Reply
 from botocore.stub import Stubber
-from moto_env import Deployed, LambdaContext
+from moto_env import Deployed, LambdaContext, imported_handler
 from sample_events import PUT_WAKE, api_event, load_event
 
 from wakeup import factories
@@ -19,6 +18,8 @@ from wakeup.errors import WakeupError
 from wakeup.model import Trigger
 from wakeup.times import format_time, now, parse_stored
 from wakeup.tokens import TokenKind, hash_token, mint
+
+wake_handler = imported_handler("wake")
 
 URL = "https://host.example.com/app"
 

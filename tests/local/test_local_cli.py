@@ -139,3 +139,29 @@ def test_a_missing_template_is_refused_clearly(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "cannot read the template" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("settings", "reason"),
+    [
+        # The default lead (60 s) is not below this horizon: every request would answer 500.
+        ({"WAKEUP_SQS_HORIZON_S": "60"}, "WAKEUP_SCHEDULE_LEAD_S (60) must be less than WAKEUP_SQS_HORIZON_S (60)"),
+        ({"WAKEUP_SQS_HORIZON_S": "901"}, "WAKEUP_SQS_HORIZON_S='901': Input should be less than or equal to 900"),
+        ({"WAKEUP_CALL_TIMEOUT_S": "ten"}, "WAKEUP_CALL_TIMEOUT_S='ten': Input should be a valid number"),
+    ],
+)
+def test_a_setting_the_functions_would_refuse_stops_it_at_start_with_the_reason(
+    settings: dict[str, str], reason: str
+) -> None:
+    result = subprocess.run(
+        [str(WAKEUP_LOCAL), "--port", "0"],
+        cwd=ROOT,
+        env={**environment(), **settings},
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT_S,
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""  # never the lines of a stack that serves
+    assert f"cannot start: invalid settings: {reason}" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,7 +1,7 @@
 import pytest
 from pydantic import ValidationError
 
-from wakeup.settings import Settings
+from wakeup.settings import Settings, SettingsError, load_settings
 
 
 def test_defaults_follow_the_design() -> None:
@@ -25,3 +25,22 @@ def test_a_horizon_beyond_the_sqs_delay_limit_is_refused() -> None:
 def test_a_lease_not_longer_than_the_call_timeout_is_refused() -> None:
     with pytest.raises(ValidationError, match="WAKEUP_CLAIM_LEASE_S"):
         Settings.model_validate({"WAKEUP_TABLE": "t", "WAKEUP_CALL_TIMEOUT_S": "10", "WAKEUP_CLAIM_LEASE_S": "10"})
+
+
+def test_load_settings_names_each_variable_and_rule_broken() -> None:
+    with pytest.raises(SettingsError) as refused:
+        load_settings({"WAKEUP_SQS_HORIZON_S": "901", "WAKEUP_CALL_TIMEOUT_S": "ten"})
+    assert str(refused.value) == (
+        "invalid settings: WAKEUP_TABLE: Field required; "
+        "WAKEUP_SQS_HORIZON_S='901': Input should be less than or equal to 900; "
+        "WAKEUP_CALL_TIMEOUT_S='ten': Input should be a valid number, unable to parse string as a number"
+    )
+
+
+def test_load_settings_states_a_broken_relation_with_both_values() -> None:
+    with pytest.raises(SettingsError) as refused:
+        load_settings({"WAKEUP_TABLE": "t", "WAKEUP_CALL_TIMEOUT_S": "10", "WAKEUP_CLAIM_LEASE_S": "5"})
+    assert (
+        str(refused.value)
+        == "invalid settings: WAKEUP_CLAIM_LEASE_S (5) must be longer than WAKEUP_CALL_TIMEOUT_S (10)"
+    )

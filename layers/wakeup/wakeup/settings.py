@@ -1,11 +1,25 @@
-"""The functions' settings, read from the environment once per cold start."""
+"""The functions' settings, read from the environment once per cold start.
+
+Each handler module reads them when it is imported, so a function whose settings break a rule
+fails its init with the reason (Lambda reports it as an init error) instead of answering 500 to
+every request. The local stack checks the same rules before it starts (`wakeup_local.stack`), and
+`template.yaml` refuses them at deploy time (its parameters' ranges and `Rules`; a test keeps the
+three in step).
+"""
 
 import functools
 import os
+from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 SQS_MAX_DELAY_S = 900
+# Scheduler fires within its minute; a lead beyond two minutes only wastes the SQS delay after it.
+MAX_SCHEDULE_LEAD_S = 120
+
+
+class SettingsError(ValueError):
+    """Raised when the environment's settings break a rule; the message names each variable and why."""
 
 
 class Settings(BaseModel):
@@ -22,7 +36,7 @@ class Settings(BaseModel):
     # Wakes due within the horizon go straight to SQS; SQS delays at most 900 s.
     sqs_horizon_s: int = Field(840, alias="WAKEUP_SQS_HORIZON_S", ge=1, le=SQS_MAX_DELAY_S)
     # Scheduler fires anywhere within its minute, so a schedule is set this much before `at`.
-    schedule_lead_s: int = Field(60, alias="WAKEUP_SCHEDULE_LEAD_S", ge=0)
+    schedule_lead_s: int = Field(60, alias="WAKEUP_SCHEDULE_LEAD_S", ge=0, le=MAX_SCHEDULE_LEAD_S)
     call_timeout_s: float = Field(10.0, alias="WAKEUP_CALL_TIMEOUT_S", gt=0, le=60)
     claim_lease_s: float = Field(30.0, alias="WAKEUP_CLAIM_LEASE_S", gt=0)
     # The sweeper re-arms a pending wake this long overdue with no live claim (its trigger was lost).
@@ -33,13 +47,40 @@ class Settings(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> "Settings":
         if self.schedule_lead_s >= self.sqs_horizon_s:
-            raise ValueError("WAKEUP_SCHEDULE_LEAD_S must be less than WAKEUP_SQS_HORIZON_S")
+            raise ValueError(
+                f"WAKEUP_SCHEDULE_LEAD_S ({self.schedule_lead_s}) must be less than "
+                f"WAKEUP_SQS_HORIZON_S ({self.sqs_horizon_s})"
+            )
         if self.claim_lease_s <= self.call_timeout_s:
-            raise ValueError("WAKEUP_CLAIM_LEASE_S must be longer than WAKEUP_CALL_TIMEOUT_S")
+            raise ValueError(
+                f"WAKEUP_CLAIM_LEASE_S ({self.claim_lease_s:g}) must be longer than "
+                f"WAKEUP_CALL_TIMEOUT_S ({self.call_timeout_s:g})"
+            )
         return self
+
+
+def load_settings(environ: Mapping[str, str]) -> Settings:
+    """The settings in `environ`, or `SettingsError` saying which variables break which rule."""
+    try:
+        return Settings.model_validate(dict(environ))
+    except ValidationError as exc:
+        raise SettingsError(describe(exc)) from None
+
+
+def describe(exc: ValidationError) -> str:
+    """pydantic's findings as one line per variable: `WAKEUP_X='0': must be ...`."""
+    problems = []
+    for error in exc.errors(include_url=False):
+        message = error["msg"].removeprefix("Value error, ")
+        if error["loc"]:
+            value = f"={error['input']!r}" if error["type"] != "missing" else ""
+            problems.append(f"{error['loc'][0]}{value}: {message}")
+        else:
+            problems.append(message)
+    return "invalid settings: " + "; ".join(problems)
 
 
 @functools.cache
 def get_settings() -> Settings:
     """The settings from the environment; tests call `get_settings.cache_clear()` to re-read."""
-    return Settings.model_validate(dict(os.environ))
+    return load_settings(os.environ)

@@ -1,0 +1,35 @@
+"""A function whose settings break a rule fails its init (the import of its handler, as Lambda
+runs it) with the reason, rather than answering 500 to each request."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from moto_env import ROOT
+
+FUNCTIONS = ["instances", "wake", "caller", "sweeper"]
+
+
+def init(function: str, settings: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Imports the handler in a fresh process, as Lambda's init does, with only `settings` of ours."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("WAKEUP_")}
+    env.update(settings, PYTHONPATH=str(ROOT / "functions" / function))
+    return subprocess.run(
+        [sys.executable, "-c", f"import {function}_handler"], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_invalid_settings_fail_the_init_with_the_reason(function: str) -> None:
+    result = init(function, {"WAKEUP_TABLE": "t", "WAKEUP_SQS_HORIZON_S": "60"})
+    assert result.returncode != 0
+    assert (
+        "SettingsError: invalid settings: WAKEUP_SCHEDULE_LEAD_S (60) must be less than WAKEUP_SQS_HORIZON_S (60)"
+    ) in result.stderr
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_valid_settings_pass_the_init(function: str) -> None:
+    result = init(function, {"WAKEUP_TABLE": "t", "WAKEUP_SQS_HORIZON_S": "61"})
+    assert result.returncode == 0, result.stderr
