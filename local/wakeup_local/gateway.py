@@ -4,6 +4,12 @@ Routes come from the functions' `HttpApi` events: `GET /wakeup/instances/{id}` a
 `$default` route that takes whatever no other route matches (an unknown path, or a known path with
 another method: HTTP APIs answer neither 404 nor 405 themselves). Without a `$default` route an
 unmatched request gets API Gateway's own 404.
+
+API Gateway answers some requests itself, in its own `{"message": ...}` shape, before any function
+runs: a route's throttle exceeded (429, see throttling.py), and malformed HTTP (a plain 4xx: a
+method HTTP APIs do not route, a request line that is not HTTP/1.x, a bad or conflicting
+`Content-Length`, a bad chunk, request line and headers over 10,240 bytes). `http.server` would
+answer those with an HTML page, or wait for a body that never comes; here they are refused at once.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from urllib.parse import parse_qsl, unquote
 
 from wakeup_local.functions import Functions, LocalFunction
 from wakeup_local.template import ACCOUNT_ID
+from wakeup_local.throttling import TokenBucket
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +43,14 @@ INTERNAL_ERROR = {"error": "internal error"}
 _ANY_METHODS = {"ANY", "X-AMAZON-APIGATEWAY-ANY-METHOD"}
 # Seconds an idle keep-alive connection stays open.
 IDLE_CONNECTION_TIMEOUT_S = 30
+# The methods an HTTP API routes (its `ANY` stands for these); method names are case-sensitive.
+HTTP_API_METHODS = frozenset({"DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT"})
+# "Quotas for configuring and running an HTTP API" (http-api-quotas): "Total combined size of request
+# line and header values: 10240 bytes".
+MAX_REQUEST_LINE_AND_HEADERS_BYTES = 10240
+TOO_MANY_REQUESTS = {"message": "Too Many Requests"}
+_DIGITS = re.compile(r"[0-9]+")
+_HEX_DIGITS = re.compile(rb"[0-9A-Fa-f]+")
 
 
 @dataclass(frozen=True)
@@ -45,6 +60,7 @@ class Route:
     method: str
     path: str
     function: LocalFunction
+    api: str = ""  # the id of the HTTP API it belongs to ("" for SAM's implicit one)
 
     @property
     def route_key(self) -> str:
@@ -97,7 +113,8 @@ def routes_from(functions: Functions) -> list[Route]:
                 log.warning("%s.%s: only payload format 2.0 is served locally", function.name, event_name)
             path = str(properties.get("Path", DEFAULT_ROUTE))
             method = str(properties.get("Method", "ANY")).upper()
-            routes.append(Route("ANY" if method in _ANY_METHODS else method, path, function))
+            api = str(properties.get("ApiId") or "")
+            routes.append(Route("ANY" if method in _ANY_METHODS else method, path, function, api))
     return routes
 
 
@@ -270,6 +287,26 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         log.debug("%s %s", self.address_string(), format % args)
 
+    def parse_request(self) -> bool:
+        """http.server's parsing, then what API Gateway refuses besides: other methods, HTTP/0.9."""
+        if not super().parse_request():
+            return False
+        if self.request_version not in ("HTTP/1.0", "HTTP/1.1") or self.command not in HTTP_API_METHODS:
+            self.send_error(400)
+            return False
+        size = len(self.requestline) + sum(len(value) for value in self.headers.values())
+        if size > MAX_REQUEST_LINE_AND_HEADERS_BYTES:
+            self.send_error(431)
+            return False
+        return True
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own refusals in API Gateway's shape: JSON, never an HTML page, and 4xx since
+        the fault is the request's (`HTTP/2.0` in a request line, a method it has no handler for)."""
+        if code >= 500:
+            code = 400
+        self._refuse(code, self.responses[code][0])
+
     def _handle(self) -> None:
         body = self._read_body()
         if body is None:
@@ -293,29 +330,39 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self.wfile.write(response.body)
 
     def _read_body(self) -> bytes | None:
-        """The request's body, or None once a 413 or 400 has been sent and the connection is to close."""
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+        """The request's body, or None once a 4xx has been sent and the connection is to close."""
+        encodings = self.headers.get_all("Transfer-Encoding") or []
+        lengths = self.headers.get_all("Content-Length") or []
+        if encodings:
+            codings = [coding.strip().lower() for coding in ",".join(encodings).split(",")]
+            # Both framings at once is how requests are smuggled past a proxy (RFC 9112, 6.3).
+            if lengths or codings != ["chunked"]:
+                self._refuse(400, "Bad Request")
+                return None
             return self._read_chunked()
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            self._refuse(400, "Bad Request")
+        values = {value.strip() for header in lengths for value in header.split(",")}
+        if len(values) > 1 or not all(_DIGITS.fullmatch(value) for value in values):
+            self._refuse(400, "Bad Request")  # lengths that conflict, or one that is not a number
             return None
+        length = int(values.pop()) if values else 0
         if length > MAX_BODY_BYTES:
             self._refuse(413, "Request Entity Too Large")
             return None
-        return self.rfile.read(length) if length > 0 else b""
+        body = self.rfile.read(length) if length > 0 else b""
+        if len(body) < length:
+            self._refuse(400, "Bad Request")  # the client stopped short of its Content-Length
+            return None
+        return body
 
     def _read_chunked(self) -> bytes | None:
         chunks: list[bytes] = []
         total = 0
         while True:
             size_line = self.rfile.readline(1024).split(b";")[0].strip()
-            try:
-                size = int(size_line, 16)
-            except ValueError:
+            if not _HEX_DIGITS.fullmatch(size_line):  # negative, empty or not hexadecimal
                 self._refuse(400, "Bad Request")
                 return None
+            size = int(size_line, 16)
             if size == 0:
                 while self.rfile.readline(1024).strip():  # trailers
                     pass
@@ -324,17 +371,24 @@ class _RequestHandler(BaseHTTPRequestHandler):
             if total > MAX_BODY_BYTES:
                 self._refuse(413, "Request Entity Too Large")
                 return None
-            chunks.append(self.rfile.read(size))
-            self.rfile.readline(1024)
+            chunk = self.rfile.read(size)
+            if len(chunk) < size or self.rfile.readline(1024) not in (b"\r\n", b"\n"):
+                self._refuse(400, "Bad Request")
+                return None
+            chunks.append(chunk)
 
     def _refuse(self, status: int, message: str) -> None:
         body = json.dumps({"message": message}).encode()
+        # A request line http.server read as HTTP/0.9 (or none at all) would get no status line.
+        if self.request_version not in ("HTTP/1.0", "HTTP/1.1"):
+            self.request_version = "HTTP/1.1"
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            self.wfile.write(body)
         self.close_connection = True
 
 
@@ -344,6 +398,8 @@ class Gateway:
     def __init__(self, routes: list[Route], port: int = 0, host: str = "127.0.0.1", api_id: str = "local") -> None:
         self.routes = routes
         self.api_id = api_id
+        # Route throttles by (API, route key); a route without one is not throttled.
+        self.buckets: dict[tuple[str, str], TokenBucket] = {}
         self._server = _Server((host, port), self)
         self._thread: threading.Thread | None = None
 
@@ -380,6 +436,10 @@ class Gateway:
         if selected is None:
             return _json_response(404, {"message": "Not Found"}, request_id)
         route, path_parameters = selected
+        bucket = self.buckets.get((route.api, route.route_key))
+        if bucket is not None and not bucket.take():
+            log.info("%s %s -> 429 (route %s throttled)", method, raw_path, route.route_key)
+            return _json_response(429, TOO_MANY_REQUESTS, request_id)
         event = build_event(
             route=route,
             path_parameters=path_parameters,

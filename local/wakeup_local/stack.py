@@ -28,6 +28,7 @@ from wakeup_local.resources import StackResources, create_resources
 from wakeup_local.scheduler import RecurringRunner, ScheduleWatcher, recurring_schedules
 from wakeup_local.sqs_poller import SqsPoller, event_sources
 from wakeup_local.template import Resolver, TemplateError, load_template
+from wakeup_local.throttling import api_throttles, route_buckets
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,9 @@ LOOPBACK = "127.0.0.1"
 # The local stack's own settings, read from its environment at start.
 EXACT_SCHEDULES_ENV = "WAKEUP_LOCAL_EXACT_SCHEDULES"
 SWEEP_PERIOD_ENV = "WAKEUP_LOCAL_SWEEP_S"
+# Lifts the limits AWS sets on how fast work goes through (route throttles, SQS event source
+# scaling), for quick local work; AWS's limits are the default.
+UNBOUNDED_ENV = "WAKEUP_LOCAL_UNBOUNDED"
 # Environment that could send the handlers' boto3 calls anywhere but the local moto server.
 _AWS_ENV_REMOVED = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
 
@@ -215,6 +219,10 @@ class LocalStack:
             recurring_schedules(template, resolver, self.functions), float(sweep) if sweep else None
         )
         self._gateway.routes = routes_from(self.functions)
+        if not _truthy(settings_env.get(UNBOUNDED_ENV)):
+            self._gateway.buckets = route_buckets(
+                api_throttles(template, resolver), {(route.api, route.route_key) for route in self._gateway.routes}
+            )
         self._poller.start()
         self._watcher.start()
         self._recurring.start()
