@@ -42,6 +42,7 @@ _TOKENS = {"account": re.compile(r"swa_[A-Za-z0-9_-]{32,128}"), "instance": re.c
 _BEARER = re.compile(r"Bearer +(\S+)", re.IGNORECASE)
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _INSTANCE_PATH = re.compile(r"/wakeup/instances/([^/]+)")
+_LIMIT = re.compile(r"[0-9]{1,3}")  # ASCII digits, and few: `²` is a digit to str.isdigit
 
 Json = dict[str, Any]
 
@@ -193,7 +194,7 @@ class FakeWakeupService:
         """Answer one request: its status, JSON body (None for no body) and extra headers."""
         try:
             with self._lock:
-                status, reply = self._route(method, path, parse_qs(query), headers, body)
+                status, reply = self._route(method, path, parse_qs(query, keep_blank_values=True), headers, body)
                 return status, reply, {}
         except _Refusal as refusal:
             return refusal.status, {"error": refusal.message}, refusal.headers
@@ -286,10 +287,11 @@ class FakeWakeupService:
         return 200, {"id": instance.id}
 
     def _list(self, account: _Account, query: dict[str, list[str]]) -> Json:
-        limit = query.get("limit", [str(MAX_PAGE_SIZE)])[0]
-        if not limit.isdigit() or not 1 <= int(limit) <= MAX_PAGE_SIZE:
+        # API Gateway hands a repeated parameter over joined with commas.
+        limit = ",".join(query.get("limit", [str(MAX_PAGE_SIZE)]))
+        if not _LIMIT.fullmatch(limit) or not 1 <= int(limit) <= MAX_PAGE_SIZE:
             raise _Refusal(400, f"limit must be a whole number from 1 to {MAX_PAGE_SIZE}")
-        cursor = query.get("cursor", ["0"])[0]
+        cursor = ",".join(query.get("cursor", [])) or "0"
         if not cursor.isdigit():
             raise _Refusal(400, "cursor is not one this service gave for this listing; start without it")
         after = int(cursor)
@@ -306,7 +308,8 @@ class FakeWakeupService:
         if not isinstance(at, str):
             raise _Refusal(400, "at is required: an ISO 8601 date-time with a time zone")
         try:
-            moment = parse_time(at)
+            # A time in the past means now.
+            moment = max(parse_time(at), self._clock())
         except ValueError as exc:
             raise _Refusal(400, str(exc)) from exc
         # The newest registration is the only one that counts: whatever was pending is replaced.
@@ -315,16 +318,56 @@ class FakeWakeupService:
         return 204, None
 
 
+# The service reads every body one way (its `wakeup.decoding`): UTF-8 strictly, JSON without NaN
+# or Infinity, no lone surrogate, nested no deeper than this, and an object.
+MAX_JSON_DEPTH = 8
+
+
 def _json_object(body: bytes) -> Json:
     if len(body) > MAX_BODY_BYTES:
         raise _Refusal(413, "the body is larger than 16 KiB")
     try:
-        value = json.loads(body)
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Refusal(400, "the body must be JSON encoded in UTF-8") from exc
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError as exc:
+        raise _Refusal(400, _TOO_DEEP) from exc
     except ValueError as exc:
         raise _Refusal(400, "the body must be a JSON object") from exc
     if not isinstance(value, dict):
         raise _Refusal(400, "the body must be a JSON object")
-    return value
+    level: list[Any] = [value]
+    for _ in range(MAX_JSON_DEPTH):
+        below: list[Any] = []
+        for item in level:
+            for member in [*item.keys(), *item.values()] if isinstance(item, dict) else item:
+                if isinstance(member, str) and not _is_text(member):
+                    raise _Refusal(
+                        400, "the body holds a lone UTF-16 surrogate (such as \\ud800), which is no character"
+                    )
+                if isinstance(member, dict | list):
+                    below.append(member)
+        if not below:
+            return value
+        level = below
+    raise _Refusal(400, _TOO_DEEP)
+
+
+_TOO_DEEP = f"the body is nested deeper than {MAX_JSON_DEPTH} levels, deeper than any valid request"
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class _FakeAdapter(HTTPAdapter):

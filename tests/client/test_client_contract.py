@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import requests
 
+from support.input_cases import TIMES_REFUSED, URLS_REFUSED, URLS_STORED
 from wakeup_client import ErrorCode, Registration, WakeupError, mint_instance_token
 
 # Far enough ahead that no test's wake is ever due while the suite runs.
@@ -172,16 +173,66 @@ def test_a_wake_is_kept_in_utc_rounded_up_to_the_millisecond(service: Any, host_
     assert (instance.called_at, instance.attempts, instance.last_error) == (None, 0, None)
 
 
-def test_the_service_rounds_a_finer_time_up_to_the_millisecond(service: Any, host_url: Callable[[], str]) -> None:
+def test_the_service_truncates_a_finer_time_to_the_millisecond(service: Any, host_url: Callable[[], str]) -> None:
     account_token, token = service.mint_account(), mint_instance_token()
     account = service.account(account_token)
     registration = account.register(host_url(), token)
 
-    reply = raw(service, "PUT", "/wakeup/wake", token, json={"at": "2099-12-01T10:30:00.250000001+01:00"})
+    reply = raw(service, "PUT", "/wakeup/wake", token, json={"at": "2099-12-01T10:30:00.2509999999+01:00"})
 
     shown = raw(service, "GET", f"/wakeup/instances/{registration.id}", account_token).json()
     assert reply.status_code == 204
-    assert shown["at"] == "2099-12-01T09:30:00.251Z"
+    assert shown["at"] == "2099-12-01T09:30:00.250Z"
+
+
+@pytest.mark.parametrize("at", TIMES_REFUSED)
+def test_wake_times_the_service_refuses_are_refused_by_both(service: Any, host_url: Callable[[], str], at: str) -> None:
+    token = mint_instance_token()
+    service.account().register(host_url(), token)
+
+    reply = raw(service, "PUT", "/wakeup/wake", token, json={"at": at})
+
+    assert reply.status_code == 400
+    assert reply.json()["error"].startswith(("at ", f"{at!r} "))
+
+
+@pytest.mark.parametrize("url", URLS_REFUSED, ids=URLS_REFUSED.values())
+def test_urls_the_service_refuses_are_refused_by_both(service: Any, url: str) -> None:
+    body = {"url": url, "token": mint_instance_token()}
+
+    reply = raw(service, "POST", "/wakeup/instances", service.mint_account(), json=body)
+
+    assert reply.status_code == 400
+    assert reply.json()["error"].startswith(("url ", "the body holds a lone UTF-16 surrogate"))
+
+
+@pytest.mark.parametrize(("url", "stored"), URLS_STORED.items())
+def test_urls_are_stored_alike_by_both(service: Any, url: str, stored: str) -> None:
+    account = service.account()
+
+    registration = account.register(url, mint_instance_token())
+
+    instance = account.get(registration.id)
+    assert instance is not None and instance.url == stored
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"\xff\xfe{}", b"[" * 5000, b'{"at": NaN}', b'{"url": "\\ud800"}', b'{"a": [[[[[[[[1]]]]]]]]}'],
+    ids=["not-utf8", "deep", "nan", "surrogate", "nine-levels"],
+)
+def test_bodies_the_service_refuses_are_refused_alike_by_both(service: Any, body: bytes) -> None:
+    reply = raw(service, "POST", "/wakeup/instances", service.mint_account(), data=body)
+
+    assert reply.status_code == 400
+    assert reply.json()["error"].startswith(("the body must be", "the body is nested", "the body holds"))
+
+
+@pytest.mark.parametrize("query", ["limit=%C2%B2", "limit=" + "9" * 5000, "limit=", "limit=1&limit=2"])
+def test_a_limit_the_service_refuses_is_refused_by_both(service: Any, query: str) -> None:
+    reply = raw(service, "GET", f"/wakeup/instances?{query}", service.mint_account())
+
+    assert (reply.status_code, reply.json()) == (400, {"error": "limit must be a whole number from 1 to 100"})
 
 
 def test_a_new_wake_replaces_the_old(service: Any, host_url: Callable[[], str]) -> None:

@@ -69,8 +69,8 @@ def api_event(
     """The API sample `name` with these changes:
 
     - `token`: sent as `Authorization: Bearer <token>`; None sends no Authorization header.
-    - `body`: a dict or list is sent as JSON, a str as it is, None sends no body; `base64_body`
-      encodes it as API Gateway does for a binary body (`isBase64Encoded`).
+    - `body`: a dict or list is sent as JSON, a str as it is, bytes base64-encoded, None sends no
+      body; `base64_body` encodes it as API Gateway does for a binary body (`isBase64Encoded`).
     - `instance_id`: the id in the path of the `/wakeup/instances/{id}` samples.
     - `query`: the query string (`{}` for none).
     - `method`, `path`: the request line (for the `$default` sample: any method, any path).
@@ -117,6 +117,11 @@ def _set_body(event: dict[str, Any], body: Any, base64_body: bool) -> None:
     event["isBase64Encoded"] = False
     if body is None:
         _set_header(event, "content-length", None)
+        return
+    if isinstance(body, bytes):  # bytes that are not UTF-8 reach a function base64-encoded
+        _set_header(event, "content-length", str(len(body)))
+        event["body"] = base64.b64encode(body).decode("ascii")
+        event["isBase64Encoded"] = True
         return
     text = body if isinstance(body, str) else json.dumps(body)
     _set_header(event, "content-length", str(len(text.encode())))

@@ -4,6 +4,8 @@ Every refusal leaves through `install`'s handlers as `{"error": ...}` with its s
 raise and never build an error reply themselves.
 """
 
+import base64
+import binascii
 import json
 import re
 from typing import Any, TypeVar
@@ -13,6 +15,7 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ValidationError
 
+from wakeup.decoding import decode_object
 from wakeup.errors import (
     BadRequestError,
     MethodNotAllowedError,
@@ -33,7 +36,7 @@ MAX_BODY_BYTES = 16 * 1024
 # `$default` route can tell an unknown path (404) from a known one asked wrongly (405).
 KNOWN_PATHS: list[tuple[re.Pattern[str], list[str]]] = [
     (re.compile(r"/wakeup/instances"), ["GET", "POST"]),
-    (re.compile(r"/wakeup/instances/[^/]+"), ["GET", "DELETE"]),
+    (re.compile(r"/wakeup/instances/[^/]+", re.DOTALL), ["GET", "DELETE"]),
     (re.compile(r"/wakeup/wake"), ["PUT"]),
 ]
 
@@ -64,10 +67,16 @@ def unexpected_reply(exc: Exception) -> Response[str]:
     return json_response(500, {"error": WakeupError.message})
 
 
-def unknown_route_reply(path: str) -> Response[str]:
-    """404 for a path the API does not serve, 405 for one it serves with other methods."""
+def unknown_route_reply(method: str, path: str) -> Response[str]:
+    """404 for a path the API does not serve, 405 for one it serves with other methods.
+
+    A served path and method end here only when the path's id holds characters the router never
+    matches (`"`, `\\`, a NUL, `€` ...): no instance has such an id, so it is 404 like any unknown id.
+    """
     for pattern, methods in KNOWN_PATHS:
         if pattern.fullmatch(path):
+            if method in methods:
+                return error_reply(NotFoundError())
             return error_reply(MethodNotAllowedError(methods))
     return error_reply(NotFoundError("no such path"))
 
@@ -76,24 +85,32 @@ def install(app: APIGatewayHttpResolver) -> None:
     """Maps every error to its reply, and unknown paths and methods to 404 and 405."""
     app.exception_handler(WakeupError)(error_reply)
     app.exception_handler(Exception)(unexpected_reply)
-    app.not_found(lambda _: unknown_route_reply(app.current_event.raw_path))
+    app.not_found(
+        lambda _: unknown_route_reply(app.current_event.request_context.http.method, app.current_event.raw_path)
+    )
 
 
 def read_body(event: APIGatewayProxyEventV2, model: type[Body]) -> Body:
     """The request's JSON object body as `model`, or a 400 (413 when too large) that says why."""
-    raw = event.decoded_body or ""
-    if len(raw.encode()) > MAX_BODY_BYTES:
+    raw = body_bytes(event)
+    if len(raw) > MAX_BODY_BYTES:
         raise PayloadTooLargeError()
     try:
-        data = json.loads(raw)
-    except ValueError:
-        raise BadRequestError("the body must be a JSON object") from None
-    if not isinstance(data, dict):
-        raise BadRequestError("the body must be a JSON object")
-    try:
-        return model.model_validate(data)
+        return model.model_validate(decode_object(raw))
     except ValidationError as exc:
         raise BadRequestError(_explain(exc)) from None
+
+
+def body_bytes(event: APIGatewayProxyEventV2) -> bytes:
+    """The body's bytes as the client sent them (API Gateway passes some bodies base64-encoded)."""
+    body = event.body or ""
+    if event.is_base64_encoded:
+        try:
+            return base64.b64decode(body, validate=True)
+        except binascii.Error:
+            raise BadRequestError("the body must be a JSON object") from None
+    # A body API Gateway passed as text is text; a lone surrogate in it stays for the decoder to refuse.
+    return body.encode("utf-8", "surrogatepass")
 
 
 def _explain(exc: ValidationError) -> str:

@@ -1,5 +1,6 @@
 """What an account does with its instances: register, read, delete and list them."""
 
+import re
 from datetime import datetime
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -14,6 +15,7 @@ from wakeup.urls import normalise_url
 from wakeup.wakes import forget_trigger
 
 MAX_PAGE = 100
+_LIMIT = re.compile(r"[0-9]{1,3}")
 TOKEN_RULE = "token must be an instance token: swi_ followed by 32 to 128 url-safe base64 characters"
 
 
@@ -51,7 +53,8 @@ def list_page(store: Store, account: TokenOwner, limit: str | None, cursor: str 
     """One page of the account's instances; `limit` from 1 to 100 (100 when absent)."""
     size = MAX_PAGE
     if limit is not None:
-        if not limit.isdigit() or not 1 <= int(limit) <= MAX_PAGE:
+        # ASCII digits only, and few of them: `str.isdigit` takes `²` and `int` refuses 5,000 digits.
+        if not _LIMIT.fullmatch(limit) or not 1 <= int(limit) <= MAX_PAGE:
             raise BadRequestError(f"limit must be a whole number from 1 to {MAX_PAGE}")
         size = int(limit)
     return store.list_instances(account.account_id, size, cursor or None)

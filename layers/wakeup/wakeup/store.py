@@ -18,6 +18,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from wakeup import aws
+from wakeup.decoding import decode_object
 from wakeup.errors import BadRequestError, ConflictError, UnauthorizedError, UnavailableError
 from wakeup.model import Account, Instance, TokenOwner, Trigger
 from wakeup.times import format_time, parse_stored
@@ -543,10 +544,10 @@ def _decode_cursor(cursor: str, list_pk: str) -> Item:
     """A cursor back into the key it came from, refused unless it is this account's listing's."""
     refused = BadRequestError("cursor is not one this service gave for this listing; start without it")
     try:
-        key = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (binascii.Error, ValueError):
+        key = decode_object(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)), "cursor")
+    except (binascii.Error, ValueError, BadRequestError):
         raise refused from None
-    if not isinstance(key, dict) or key.get("list_pk") != list_pk or set(key) != {"pk", "list_pk", "list_sk"}:
+    if key.get("list_pk") != list_pk or set(key) != {"pk", "list_pk", "list_sk"}:
         raise refused
     if not all(isinstance(v, str) for v in key.values()):
         raise refused
