@@ -68,8 +68,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     publish_baseline()
     if "Records" in event:
         return dict(_deliver_batch(event, context))
-    # Scheduler invokes with the schedule's input, the trigger itself; raising makes Scheduler
-    # retry it and, in the end, put it in the schedules' dead-letter queue.
+    # Scheduler invokes asynchronously with the schedule's input, the trigger itself; raising makes
+    # Lambda retry it (EventInvokeConfig in template.yaml) and then keep it in the caller's
+    # failed-events queue. The schedules' dead-letter queue never sees it.
     delivery = _caller().deliver(parse_trigger(event), Source.SCHEDULE)
     publish(delivery)
     return {"result": delivery.result.value}

@@ -74,3 +74,31 @@ def substitute(text: str, value_of: dict[str, str]) -> str:
     """`text` with each `${...}` replaced as !Sub would, from `value_of` (a KeyError if missing)."""
     replaced = SUB_VARIABLE.sub(lambda match: value_of[match.group(1)], text)
     return replaced.replace("${!", "${")
+
+
+class _NoManagedPolicies:
+    """SAM's managed-policy loader, offline: SAM knows the names it attaches by itself."""
+
+    def load(self) -> dict[str, str]:
+        return {}
+
+
+def sam_transform(template: dict[str, Any], parameters: dict[str, str] | None = None) -> dict[str, Any]:
+    """`template` as CloudFormation receives it after SAM's transform, with the roles and policies
+    that SAM generates (TOOLING.md, "Transforming the template as SAM does"). Each code folder is
+    replaced by an S3 location, as `sam deploy` uploads it."""
+    import copy
+    import os
+
+    from samtranslator.translator.transform import transform
+
+    document = copy.deepcopy(template)
+    for resource in document["Resources"].values():
+        properties = resource.get("Properties") or {}
+        for key in ("CodeUri", "ContentUri"):
+            if key in properties:
+                properties[key] = f"s3://wakeup-artifacts/{key.lower()}.zip"
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    transformed = transform(document, dict(parameters or {}), _NoManagedPolicies())
+    assert isinstance(transformed, dict)
+    return transformed

@@ -17,7 +17,7 @@ from wakeup.observability import Metric
 
 NAMESPACE = "Wakeup"
 FUNCTIONS = ("InstancesFunction", "WakeFunction", "CallerFunction", "SweeperFunction")
-DEAD_LETTER_QUEUES = ("CallerDeadLetterQueue", "SchedulesDeadLetterQueue")
+DEAD_LETTER_QUEUES = ("CallerDeadLetterQueue", "SchedulesDeadLetterQueue", "CallerFailedEventsQueue")
 FAILED_CALL_LOG_FIELDS = ("instance_id", "host", "error", "attempts")
 
 

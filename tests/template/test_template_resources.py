@@ -248,23 +248,24 @@ def test_caller_queue_redrives_to_its_dead_letter_queue_after_five_receives(temp
     assert redrive == {"deadLetterTargetArn": {"Fn::GetAtt": ["CallerDeadLetterQueue", "Arn"]}, "maxReceiveCount": 5}
 
 
-@pytest.mark.parametrize("logical_id", ["CallerQueue", "CallerDeadLetterQueue", "SchedulesDeadLetterQueue"])
+@pytest.mark.parametrize(
+    "logical_id", ["CallerQueue", "CallerDeadLetterQueue", "SchedulesDeadLetterQueue", "CallerFailedEventsQueue"]
+)
 def test_queues_are_encrypted(template: dict[str, Any], logical_id: str) -> None:
     assert template["Resources"][logical_id]["Properties"]["SqsManagedSseEnabled"] is True
 
 
-@pytest.mark.parametrize("logical_id", ["CallerDeadLetterQueue", "SchedulesDeadLetterQueue"])
+@pytest.mark.parametrize("logical_id", ["CallerDeadLetterQueue", "SchedulesDeadLetterQueue", "CallerFailedEventsQueue"])
 def test_dead_letter_queues_keep_messages_fourteen_days(template: dict[str, Any], logical_id: str) -> None:
     assert template["Resources"][logical_id]["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
 
 
-def test_table_is_retained_recoverable_and_encrypted(template: dict[str, Any]) -> None:
+def test_table_is_retained_and_recoverable(template: dict[str, Any]) -> None:
     table = template["Resources"]["Table"]
 
     assert (table["DeletionPolicy"], table["UpdateReplacePolicy"]) == ("Retain", "Retain")
     assert table["Properties"]["BillingMode"] == "PAY_PER_REQUEST"
     assert table["Properties"]["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
-    assert table["Properties"]["SSESpecification"] == {"SSEEnabled": True}
 
 
 def test_table_key_and_indexes_are_those_of_the_architecture(template: dict[str, Any]) -> None:

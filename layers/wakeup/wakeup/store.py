@@ -131,6 +131,14 @@ class ClaimAttempt:
 
 
 @dataclass(frozen=True)
+class Written:
+    """What a conditional write came to: applied or not, and the item as it is now (None: gone)."""
+
+    applied: bool
+    item: Item | None
+
+
+@dataclass(frozen=True)
 class Page:
     instances: list[Instance]
     next_cursor: str | None
@@ -445,22 +453,43 @@ class Store:
             raise
         return _instance(_load(found["Attributes"]))
 
-    def _update_registration(self, trigger: Trigger, update: str, values: Item, extra: str = "") -> bool:
-        """Applies `update` only while the trigger's registration and attempt still stand."""
-        condition = "reg = :reg AND attempts = :attempt AND attribute_not_exists(called_at)"
+    def _conditional_update(self, instance_id: str, update: str, condition: str, values: Item) -> "Written":
+        """Applies `update` (a `SET ...`, then maybe `REMOVE ...`) to the instance if `condition` holds.
+
+        botocore retries a request whose reply was lost (a timeout, a 5xx, a dropped connection),
+        and a write that was applied before its reply was lost then fails its own condition on
+        the retry. So each write also stamps a fresh `write_id`, and a refusal whose item carries
+        this write's id is this write, applied: it counts as done. DynamoDB returns the item with
+        the refusal when asked (`ReturnValuesOnConditionCheckFailure`, in UpdateItem's API
+        reference: https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_UpdateItem.html).
+        """
+        write_id = uuid.uuid4().hex
+        sets, removes = update.partition(" REMOVE ")[::2]
         try:
-            self.client.update_item(
+            found = self.client.update_item(
                 TableName=self.table,
-                Key=_dump({"pk": _instance_key(trigger.instance_id)}),
-                UpdateExpression=update,
-                ConditionExpression=condition + extra,
-                ExpressionAttributeValues=_dump({":reg": trigger.reg, ":attempt": trigger.attempt, **values}),
+                Key=_dump({"pk": _instance_key(instance_id)}),
+                UpdateExpression=f"{sets}, write_id = :write_id" + (f" REMOVE {removes}" if removes else ""),
+                ConditionExpression=condition,
+                ExpressionAttributeValues=_dump({**values, ":write_id": write_id}),
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
-            if _condition_failed(exc):
-                return False
-            raise
-        return True
+            if not _condition_failed(exc):
+                raise
+            item = exc.response.get("Item")
+            current = _load(item) if isinstance(item, dict) else None
+            # This very write, applied before its reply was lost, or someone else's first.
+            applied = current is not None and current.get("write_id") == write_id
+            return Written(applied=applied, item=current)
+        return Written(applied=True, item=_load(found["Attributes"]))
+
+    def _update_registration(self, trigger: Trigger, update: str, values: Item, extra: str = "") -> bool:
+        """Applies `update` only while the trigger's registration and attempt still stand."""
+        condition = "reg = :reg AND attempts = :attempt AND attribute_not_exists(called_at)" + extra
+        values = {":reg": trigger.reg, ":attempt": trigger.attempt, **values}
+        return self._conditional_update(trigger.instance_id, update, condition, values).applied
 
     def claim(self, trigger: Trigger, now_ms: int, lease_ms: int) -> int | None:
         """Claims the call for the trigger's registration; the claim's end, or None when it is held."""
@@ -492,22 +521,8 @@ class Store:
             ":now": now_ms,
             ":until": now_ms + lease_ms,
         }
-        try:
-            found = self.client.update_item(
-                TableName=self.table,
-                Key=_dump({"pk": _instance_key(trigger.instance_id)}),
-                UpdateExpression="SET claim_until = :until",
-                ConditionExpression=condition,
-                ExpressionAttributeValues=_dump(values),
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as exc:
-            if not _condition_failed(exc):
-                raise
-            item = exc.response.get("Item")
-            return ClaimAttempt(claimed=False, instance=_instance(_load(item)) if isinstance(item, dict) else None)
-        return ClaimAttempt(claimed=True, instance=_instance(_load(found["Attributes"])))
+        written = self._conditional_update(trigger.instance_id, "SET claim_until = :until", condition, values)
+        return ClaimAttempt(claimed=written.applied, instance=_instance(written.item) if written.item else None)
 
     def record_success(self, trigger: Trigger, called_at: datetime) -> bool:
         return self._update_registration(

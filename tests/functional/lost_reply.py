@@ -1,0 +1,100 @@
+"""A proxy in front of moto that loses replies: the request reaches DynamoDB (moto) and is applied,
+then the connection is closed without a reply, as when a reply is lost on the network or a
+timeout strikes after the write. botocore then retries the same request for real.
+
+    with LostReplyProxy(endpoint) as proxy:
+        proxy.lose("UpdateItem")             # the next UpdateItem's reply is lost
+        store = Store(table, client=proxy.dynamodb())
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+import boto3
+
+from wakeup import aws
+
+
+class LostReplyProxy:
+    def __init__(self, upstream: str) -> None:
+        self.upstream = urlsplit(upstream)
+        self._to_lose: list[str] = []
+        self.seen: list[str] = []  # each request's DynamoDB operation, in order
+        self.lost: list[str] = []
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                operation = self.headers.get("X-Amz-Target", "").rpartition(".")[2]
+                status, headers, reply = proxy._forward(self.command, self.path, dict(self.headers.items()), body)
+                if proxy._should_lose(operation):
+                    # Applied upstream; the reply never comes back.
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                self.send_response(status)
+                for name, value in headers:
+                    if name.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def lose(self, operation: str, times: int = 1) -> None:
+        """The replies of the next `times` requests of `operation` are lost (after they are applied)."""
+        with self._lock:
+            self._to_lose += [operation] * times
+
+    def dynamodb(self) -> Any:
+        """A DynamoDB client through the proxy, configured as the functions' clients are (retries too)."""
+        return boto3.client("dynamodb", endpoint_url=self.url, config=aws.CLIENT_CONFIG)
+
+    def _should_lose(self, operation: str) -> bool:
+        with self._lock:
+            self.seen.append(operation)
+            if operation in self._to_lose:
+                self._to_lose.remove(operation)
+                self.lost.append(operation)
+                return True
+            return False
+
+    def _forward(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        connection = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=30)
+        try:
+            connection.request(method, path, body=body, headers=headers)
+            response = connection.getresponse()
+            return response.status, response.getheaders(), response.read()
+        finally:
+            connection.close()
+
+    def __enter__(self) -> LostReplyProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
