@@ -358,7 +358,7 @@ def test_layer_pins_match_the_projects_pins() -> None:
     layer_pins = pins((REPO / "layers/wakeup/requirements.txt").read_text(encoding="utf-8").splitlines())
     project_pins = pins(project["project"]["dependencies"])
 
-    assert set(layer_pins) == {"aws-lambda-powertools[tracer]", "pydantic", "boto3"}
+    assert set(layer_pins) == {"aws-lambda-powertools[tracer]", "pydantic", "idna", "boto3"}
     assert {name: project_pins.get(name) for name in layer_pins} == layer_pins
 
 
