@@ -18,9 +18,14 @@ import requests
 from pydantic import BaseModel, ValidationError
 
 from .errors import ErrorCode, WakeupError, code_for_status, is_retryable_status, refused
-from .models import Problem
+from .models import GatewayProblem, Problem
 
 URL_SETTING = "WAKEUP_URL"
+# The statuses API Gateway answers itself, in its own ``{"message": ...}`` shape, before the
+# service sees the request: 429 when a route's throttle is exceeded, 500 when the function fails
+# or times out, 502 for a reply it cannot read, 503 and 504 when the integration times out
+# (https://repost.aws/knowledge-center/api-gateway-5xx-error). Each can pass: a retry can help.
+GATEWAY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _M = TypeVar("_M", bound=BaseModel)
 
 try:
@@ -145,6 +150,15 @@ class Connection:
             )
         problem = None if 200 <= status <= 299 else _problem_of(reply)
         if problem is None:
+            gateway_message = _gateway_message(reply) if status in GATEWAY_STATUSES else None
+            if gateway_message is not None:
+                raise WakeupError(
+                    f"{where}: API Gateway answered HTTP {status} ({gateway_message}) before the service could; "
+                    "retrying later can help",
+                    code=code_for_status(status),
+                    retryable=True,
+                    status=status,
+                )
             raise self._not_the_service(where, status)
         if status == 404 and absent_ok:
             return None
@@ -171,6 +185,14 @@ class Connection:
             retryable=is_retryable_status(status),
             status=status,
         )
+
+
+def _gateway_message(reply: requests.Response) -> str | None:
+    """The text of API Gateway's own ``{"message": ...}`` reply, or None when the body is anything else."""
+    try:
+        return GatewayProblem.model_validate_json(reply.content).message
+    except ValidationError:
+        return None
 
 
 def _problem_of(reply: requests.Response) -> Problem | None:

@@ -56,6 +56,15 @@ class Problem(_Reply):
     error: str
 
 
+class GatewayProblem(_Reply):
+    """API Gateway's own error body (``{"message": "Too Many Requests"}``), for the requests it
+    answers before the service sees them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    message: str
+
+
 @dataclass(frozen=True)
 class Registration:
     """What ``WakeupClient.register`` found: the instance's id, and whether this call created it

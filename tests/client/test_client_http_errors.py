@@ -139,6 +139,52 @@ def test_a_gateway_error_page_is_retryable_and_says_it_is_not_the_services(loopb
     assert "not a wakeup service" in error.message
 
 
+# --- API Gateway's own replies, before the service sees the request ------------------------------
+
+
+@pytest.mark.parametrize(
+    "status, message, code",
+    [
+        (429, "Too Many Requests", ErrorCode.THROTTLED),
+        (500, "Internal Server Error", ErrorCode.SERVER_ERROR),
+        (502, "Bad Gateway", ErrorCode.SERVER_ERROR),
+        (503, "Service Unavailable", ErrorCode.SERVER_ERROR),
+        (504, "Endpoint request timed out", ErrorCode.SERVER_ERROR),
+    ],
+)
+def test_api_gateways_own_reply_is_retryable_and_named_as_the_gateways(
+    loopback_server: Any, status: int, message: str, code: ErrorCode
+) -> None:
+    server = loopback_server(answering(status, {"message": message}))
+    account, host = WakeupClient(server.url, ACCOUNT_TOKEN), InstanceClient(server.url, INSTANCE_TOKEN)
+
+    for error in (fails(lambda: account.get(INSTANCE_ID)), fails(lambda: host.wake_in(60))):
+        assert (error.code, error.status, error.retryable) == (code, status, True)
+        assert f"API Gateway answered HTTP {status} ({message}) before the service could" in error.message
+        assert "not a wakeup service" not in error.message
+
+
+@pytest.mark.parametrize("body", [{"message": "Forbidden"}, {"message": "Not Found"}, {"message": "x", "other": 1}])
+@pytest.mark.parametrize("status", [403, 404])
+def test_a_gateway_shaped_4xx_is_not_the_service_and_not_retryable(
+    loopback_server: Any, status: int, body: Any
+) -> None:
+    server = loopback_server(answering(status, body))
+
+    error = fails(lambda: WakeupClient(server.url, ACCOUNT_TOKEN).get(INSTANCE_ID))
+
+    assert (error.code, error.status, error.retryable) == (ErrorCode.NOT_WAKEUP, status, False)
+
+
+def test_a_429_that_is_neither_the_services_nor_the_gateways_is_still_retryable(loopback_server: Any) -> None:
+    server = loopback_server(answering(429, b"slow down", "text/plain"))
+
+    error = fails(lambda: WakeupClient(server.url, ACCOUNT_TOKEN).get(INSTANCE_ID))
+
+    assert (error.code, error.status, error.retryable) == (ErrorCode.THROTTLED, 429, True)
+    assert "not a wakeup service" in error.message
+
+
 # --- the service's own refusals --------------------------------------------------------------------
 
 
