@@ -1,6 +1,6 @@
 """Issue 11's table of bad input at the handlers, given API Gateway events, over moto: one decoding
 path for bodies, one URL parser, one reader of `at`, a strict `limit`, and ids that cannot be ids.
-The same rows travel through the local stack's gateway in tests/e2e/test_bad_input.py."""
+The same rows travel through the local stack's gateway in tests/e2e/test_api_bad_input.py."""
 
 import base64
 import gzip
