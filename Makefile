@@ -9,7 +9,7 @@ SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: run test lint pytest build deploy bench clean
+.PHONY: run test lint pytest build deploy bench clean openapi
 
 $(STAMP): pyproject.toml client/pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "wakeup needs Python 3.11 or newer: set PYTHON=" or 0)'
@@ -26,11 +26,15 @@ test: lint pytest
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy layers/wakeup/wakeup local/wakeup_local admin/wakeup_admin client/wakeup_client functions
+	$(BIN)/mypy layers/wakeup/wakeup local/wakeup_local admin/wakeup_admin client/wakeup_client functions apidoc
 	$(BIN)/cfn-lint template.yaml
 
 pytest: $(STAMP)
 	$(BIN)/pytest -n 2
+
+# docs/openapi.json from the code (tests/functional/test_openapi.py fails when it drifts).
+openapi: $(STAMP)
+	$(BIN)/python -m apidoc
 
 # Cold starts, the local stack's API latency and wake lateness, and a rough cost per million wakes,
 # printed as Markdown (docs/benchmark.md keeps a run). Makes bench/.venv, with only the Lambda

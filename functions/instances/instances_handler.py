@@ -10,8 +10,10 @@ from wakeup import instances
 from wakeup.api_models import RegisterInstanceBody, instance_reply
 from wakeup.factories import get_store, get_triggers
 from wakeup.http import authenticate, install, json_response, read_body
+from wakeup.instances import MAX_PAGE
 from wakeup.model import TokenOwner
 from wakeup.observability import logger, tracer
+from wakeup.route_docs import body, query, replies
 from wakeup.settings import get_settings
 from wakeup.store import Page
 from wakeup.times import now
@@ -30,7 +32,17 @@ def _account() -> TokenOwner:
     return owner
 
 
-@app.post("/wakeup/instances")
+@app.post(
+    "/wakeup/instances",
+    summary="Register an instance (account token)",
+    description="201 for a token never registered; 200 when this account registered it before (a new url moves "
+    "the instance and forgets its wake).",
+    responses=replies(
+        {201: ("Registered", "A new instance."), 200: ("Registered", "This account's instance, at this url now.")},
+        errors=(400, 401, 403, 409, 413),
+    ),
+    openapi_extensions=body("RegisterInstanceBody"),
+)
 def register_instance() -> Response[str]:
     account = _account()
     body = read_body(app.current_event, RegisterInstanceBody)
@@ -39,19 +51,36 @@ def register_instance() -> Response[str]:
     return json_response(201 if registered.created else 200, {"id": registered.instance.id})
 
 
-@app.get("/wakeup/instances")
+@app.get(
+    "/wakeup/instances",
+    summary="List the account's instances, a page at a time (account token)",
+    responses=replies({200: ("InstancePage", "A page of instances, oldest first.")}, errors=(400, 401)),
+    openapi_extensions=query(
+        {"name": "limit", "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": MAX_PAGE}},
+        {"name": "cursor", "schema": {"type": "string"}, "description": "the previous page's next"},
+    ),
+)
 def list_instances() -> Response[str]:
     query = app.current_event.query_string_parameters or {}
     page: Page = instances.list_page(get_store(), _account(), query.get("limit"), query.get("cursor"))
     return json_response(200, {"instances": [instance_reply(i) for i in page.instances], "next": page.next_cursor})
 
 
-@app.get("/wakeup/instances/<instance_id>")
+@app.get(
+    "/wakeup/instances/<instance_id>",
+    summary="Read an instance (account token)",
+    responses=replies({200: ("InstanceReply", "The instance and its wake.")}, errors=(401, 403, 404)),
+)
 def get_instance(instance_id: str) -> Response[str]:
     return json_response(200, instance_reply(instances.get(get_store(), _account(), instance_id)))
 
 
-@app.delete("/wakeup/instances/<instance_id>")
+@app.delete(
+    "/wakeup/instances/<instance_id>",
+    summary="Delete an instance and what is pending for it (account token)",
+    description="Its token is free again afterwards.",
+    responses=replies({204: (None, "Deleted.")}, errors=(401, 403, 404)),
+)
 def delete_instance(instance_id: str) -> Response[str]:
     instances.delete(get_store(), get_triggers(), _account(), instance_id, now())
     logger.info("instance deleted", instance_id=instance_id)

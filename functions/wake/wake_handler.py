@@ -10,6 +10,7 @@ from wakeup.api_models import RegisterWakeBody
 from wakeup.factories import get_store, get_triggers
 from wakeup.http import authenticate, install, json_response, read_body
 from wakeup.observability import logger, tracer
+from wakeup.route_docs import body, replies
 from wakeup.settings import get_settings
 from wakeup.times import format_time, now, parse_at
 from wakeup.tokens import TokenKind
@@ -22,7 +23,13 @@ app = APIGatewayHttpResolver()
 install(app)
 
 
-@app.put("/wakeup/wake")
+@app.put(
+    "/wakeup/wake",
+    summary="Register the instance's wake (instance token)",
+    description="Replaces whatever wake the instance had; a time in the past means now.",
+    responses=replies({204: (None, "Registered.")}, errors=(400, 401, 413)),
+    openapi_extensions=body("RegisterWakeBody"),
+)
 def put_wake() -> Response[str]:
     owner = authenticate(app.current_event, get_store(), TokenKind.INSTANCE)
     at = parse_at(read_body(app.current_event, RegisterWakeBody).at)

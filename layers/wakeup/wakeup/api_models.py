@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from wakeup.model import Instance
 from wakeup.times import format_time
@@ -14,12 +14,25 @@ class _Body(BaseModel):
 
 
 class RegisterInstanceBody(_Body):
-    url: str
-    token: str
+    """`POST /wakeup/instances`: the host's URL and the instance token it holds."""
+
+    url: str = Field(
+        description="http or https, with a host; no user, password, query or fragment (the service calls {url}/wake)",
+        json_schema_extra={"maxLength": 2048, "examples": ["https://host.example.com/app"]},
+    )
+    token: str = Field(
+        description="the instance's own token, minted by the account: swi_ and 32 to 128 url-safe base64 characters",
+        json_schema_extra={"pattern": "^swi_[A-Za-z0-9_-]{32,128}$"},
+    )
 
 
 class RegisterWakeBody(_Body):
-    at: str
+    """`PUT /wakeup/wake`: when to wake the instance (a time in the past means now)."""
+
+    at: str = Field(
+        description="an ISO 8601 date-time with a time zone: 2026-12-01T09:30:00Z, 2026-12-01T10:30:00.250+01:00",
+        json_schema_extra={"format": "date-time"},
+    )
 
 
 def instance_reply(instance: Instance) -> dict[str, Any]:

@@ -1,0 +1,54 @@
+"""What each route says about itself in the OpenAPI document (`docs/openapi.json`, built by `apidoc`).
+
+The routes pass these to Powertools' decorators (`responses=`, `openapi_extensions=`). They are
+plain dictionaries that name schemas by reference: the schemas themselves are generated from the
+pydantic models of `wakeup.api_models` and `wakeup.api_schema` when the document is built, never
+at run time, so documenting a route costs its cold start nothing.
+"""
+
+from typing import Any
+
+JSON = "application/json"
+
+# Every error the service answers, and when; the body is always `{"error": ...}`.
+ERRORS = {
+    400: "The body, a field or a query parameter breaks the contract; the sentence says which.",
+    401: "The token is missing, malformed, unknown, revoked, or of the wrong kind for the route.",
+    403: "The instance belongs to another account, or the account may not do what was asked.",
+    404: "No such instance (an unknown or malformed id).",
+    409: "Another account registered this instance token.",
+    413: "The body is larger than 16 KiB.",
+    429: 'Too many requests: the service\'s limit (`{"error"}`), or API Gateway\'s throttle (`{"message"}`).',
+    500: 'The service failed, or API Gateway could not run it (`{"message"}`); a retry may help.',
+    503: 'AWS throttled or failed underneath, or API Gateway timed out (`{"message"}`); retry shortly.',
+}
+# Statuses API Gateway may answer itself, in its own shape, before the service sees a request.
+GATEWAY_STATUSES = (429, 500, 503)
+
+
+def ref(schema: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{schema}"}
+
+
+def replies(ok: dict[int, tuple[str | None, str]], errors: tuple[int, ...]) -> dict[int, Any]:
+    """`responses=` for a route: its successes (`status: (schema or None for no body, description)`)
+    and its errors, each in the service's shape (or API Gateway's, for the statuses it answers)."""
+    documented: dict[int, Any] = {}
+    for status, (schema, description) in ok.items():
+        documented[status] = {"description": description}
+        if schema is not None:
+            documented[status]["content"] = {JSON: {"schema": ref(schema)}}
+    for status in sorted({*errors, *GATEWAY_STATUSES}):
+        shape = {"anyOf": [ref("Error"), ref("GatewayError")]} if status in GATEWAY_STATUSES else ref("Error")
+        documented[status] = {"description": ERRORS[status], "content": {JSON: {"schema": shape}}}
+    return documented
+
+
+def body(schema: str) -> dict[str, Any]:
+    """`openapi_extensions=` for a route that reads a JSON body (with `wakeup.http.read_body`)."""
+    return {"requestBody": {"required": True, "content": {JSON: {"schema": ref(schema)}}}}
+
+
+def query(*parameters: dict[str, Any]) -> dict[str, Any]:
+    """`openapi_extensions=` for a route that reads query parameters (it has no path parameters)."""
+    return {"parameters": [{"in": "query", "required": False, **parameter} for parameter in parameters]}
