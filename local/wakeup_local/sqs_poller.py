@@ -1,10 +1,19 @@
 """Lambda's SQS event source mapping, for the template's `Type: SQS` events.
 
-One receiver per mapping short-polls the queue (moto's long polling only wakes for new messages, not
-for delayed ones coming due) and hands each batch to a pool of invokers, as Lambda runs several
-invocations at once. A batch the handler raises on stays on the queue and comes back after the
-visibility timeout; with `ReportBatchItemFailures` the records it names stay and the rest are
-deleted. moto keeps delays, visibility timeouts and the redrive to a dead-letter queue.
+Each mapping works as many batches at once as Lambda's scaling allows (sqs_scaling.py: five when
+messages appear, up to 300 more a minute while they remain, capped by `ScalingConfig` or the
+function's bound; `ProvisionedPollerConfig` for provisioned mode). One receiver per mapping
+short-polls the queue (moto's long polling only wakes for new messages, not for delayed ones coming
+due) whenever a slot is free, gathers records up to `BatchSize` for at most
+`MaximumBatchingWindowInSeconds` from the first one, and hands the batch to a worker that invokes
+the function and deletes what succeeded (one batch is gathered at a time). A batch the handler
+raises on stays on the queue and comes back after the visibility timeout; with
+`ReportBatchItemFailures` the records it names stay and the rest are deleted. moto keeps delays,
+visibility timeouts and the redrive to a dead-letter queue.
+
+The mapping's parameters are checked as Lambda's CreateEventSourceMapping checks them ("Lambda
+parameters for Amazon SQS event source mappings", services-sqs-parameters): a template Lambda would
+refuse does not start.
 """
 
 from __future__ import annotations
@@ -12,7 +21,8 @@ from __future__ import annotations
 import base64
 import logging
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,6 +31,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from wakeup_local.functions import Functions, LocalFunction
 from wakeup_local.resources import Queue, StackResources
+from wakeup_local.sqs_scaling import Concurrency, Counters, Scaling
+from wakeup_local.template import TemplateError
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -29,10 +41,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_BATCH_SIZE = 10
-# Concurrent invocations per mapping, unless its ScalingConfig says otherwise. Lambda scales a
-# mapping out to hundreds; here a burst of messages coming due a few at a time (small batches, each
-# holding an invoker while its handler waits) must still all be handed over at once.
-DEFAULT_CONCURRENCY = 50
+# services-sqs-parameters: BatchSize up to 10,000 (10 for FIFO queues), a batching window up to
+# 300 s (none for FIFO queues); and "when you set BatchSize to a value greater than 10, you must set
+# MaximumBatchingWindowInSeconds to at least 1" (the API reference of CreateEventSourceMapping).
+MAX_BATCH_SIZE = 10_000
+MAX_FIFO_BATCH_SIZE = 10
+MAX_BATCHING_WINDOW_S = 300
+LARGEST_BATCH_WITHOUT_WINDOW = 10
+# ScalingConfig.MaximumConcurrency: 2 to 1,000 (AWS::Lambda::EventSourceMapping ScalingConfig).
+MAXIMUM_CONCURRENCY_RANGE = (2, 1000)
 # How often an idle receiver looks again: a message is handed over this soon after it is visible.
 POLL_INTERVAL_S = 0.05
 SQS_MAX_RECEIVE = 10
@@ -40,35 +57,96 @@ SQS_MAX_RECEIVE = 10
 
 @dataclass(frozen=True)
 class SqsEventSource:
+    name: str  # `FunctionLogicalId.EventName`
     function: LocalFunction
     queue: Queue
+    scaling: Scaling
     batch_size: int = DEFAULT_BATCH_SIZE
+    batching_window_s: float = 0.0
     report_batch_item_failures: bool = False
-    concurrency: int = DEFAULT_CONCURRENCY
 
 
-def event_sources(functions: Functions, resources: StackResources) -> list[SqsEventSource]:
-    """The mappings the functions' `SQS` events declare (their properties already resolved)."""
+def event_sources(functions: Functions, resources: StackResources, *, unbounded: bool = False) -> list[SqsEventSource]:
+    """The mappings the functions' `SQS` events declare (their properties already resolved).
+
+    Raises TemplateError for a mapping Lambda would refuse. `unbounded` (the local developer's
+    setting) starts each mapping at its maximum concurrency.
+    """
     sources = []
     for function in functions:
-        for event in function.spec.events.values():
+        for event_name, event in function.spec.events.items():
             if event.get("Type") != "SQS":
                 continue
             properties = event.get("Properties") or {}
             if str(properties.get("Enabled", True)).lower() == "false":
                 continue
-            scaling = properties.get("ScalingConfig") or {}
+            name = f"{function.spec.logical_id}.{event_name}"
+            queue = resources.queue_by_arn(str(properties["Queue"]))
+            batch_size, window = batching_of(name, properties, fifo=queue.name.endswith(".fifo"))
+            scaling = scaling_of(name, properties, _function_bound(function))
             sources.append(
                 SqsEventSource(
+                    name=name,
                     function=function,
-                    queue=resources.queue_by_arn(str(properties["Queue"])),
-                    batch_size=int(properties.get("BatchSize", DEFAULT_BATCH_SIZE)),
+                    queue=queue,
+                    scaling=scaling.unbounded() if unbounded else scaling,
+                    batch_size=batch_size,
+                    batching_window_s=window,
                     report_batch_item_failures="ReportBatchItemFailures"
                     in (properties.get("FunctionResponseTypes") or []),
-                    concurrency=int(scaling.get("MaximumConcurrency", DEFAULT_CONCURRENCY)),
                 )
             )
     return sources
+
+
+def batching_of(name: str, properties: Mapping[str, Any], *, fifo: bool) -> tuple[int, float]:
+    batch_size = int(properties.get("BatchSize", DEFAULT_BATCH_SIZE))
+    window = int(properties.get("MaximumBatchingWindowInSeconds", 0))
+    largest = MAX_FIFO_BATCH_SIZE if fifo else MAX_BATCH_SIZE
+    if not 1 <= batch_size <= largest:
+        raise TemplateError(f"{name}: BatchSize must be from 1 to {largest}, not {batch_size}")
+    if not 0 <= window <= MAX_BATCHING_WINDOW_S or (fifo and window):
+        limit = "not supported for FIFO queues" if fifo else f"must be from 0 to {MAX_BATCHING_WINDOW_S} seconds"
+        raise TemplateError(f"{name}: MaximumBatchingWindowInSeconds {limit}")
+    if batch_size > LARGEST_BATCH_WITHOUT_WINDOW and window < 1:
+        raise TemplateError(
+            f"{name}: a BatchSize of {batch_size} (over {LARGEST_BATCH_WITHOUT_WINDOW}) needs "
+            "MaximumBatchingWindowInSeconds of at least 1, as Lambda requires"
+        )
+    return batch_size, float(window)
+
+
+def scaling_of(name: str, properties: Mapping[str, Any], function_bound: int | None) -> Scaling:
+    maximum_concurrency = (properties.get("ScalingConfig") or {}).get("MaximumConcurrency")
+    provisioned = properties.get("ProvisionedPollerConfig")
+    if provisioned is not None and maximum_concurrency is not None:
+        raise TemplateError(f"{name}: ScalingConfig and ProvisionedPollerConfig cannot be used together")
+    if provisioned is not None:
+        minimum = _optional_int(provisioned.get("MinimumPollers"))
+        maximum = _optional_int(provisioned.get("MaximumPollers"))
+        if (minimum is not None and not 2 <= minimum <= 200) or (maximum is not None and not 2 <= maximum <= 2000):
+            raise TemplateError(f"{name}: MinimumPollers must be from 2 to 200, and MaximumPollers from 2 to 2000")
+        if minimum is not None and maximum is not None and minimum > maximum:
+            raise TemplateError(f"{name}: MinimumPollers is more than MaximumPollers")
+        return Scaling.provisioned(minimum, maximum, function_bound)
+    if maximum_concurrency is not None:
+        low, high = MAXIMUM_CONCURRENCY_RANGE
+        if not low <= int(maximum_concurrency) <= high:
+            raise TemplateError(f"{name}: ScalingConfig.MaximumConcurrency must be from {low} to {high}")
+        return Scaling.standard(int(maximum_concurrency), function_bound)
+    return Scaling.standard(None, function_bound)
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _function_bound(function: LocalFunction) -> int | None:
+    """How many invocations the function runs at once, when it is bounded (its reserved concurrency,
+    or the local stack's bound on its execution environments)."""
+    pool = getattr(function, "pool", None)
+    bound = getattr(pool, "concurrency", None)
+    return bound if isinstance(bound, int) else None
 
 
 def build_record(message: MessageTypeDef, queue_arn: str, region: str) -> dict[str, Any]:
@@ -147,20 +225,33 @@ class SqsPoller:
         self._stopping = threading.Event()
         self._receivers: list[threading.Thread] = []
         self._pools: list[ThreadPoolExecutor] = []
+        self._concurrency = {source.name: Concurrency(source.scaling) for source in sources}
+
+    def counters(self) -> dict[str, Counters]:
+        """Each mapping's counters (batches, messages, concurrency over time), by `Function.Event`."""
+        return {name: concurrency.counters() for name, concurrency in self._concurrency.items()}
 
     def start(self) -> None:
         for source in self.sources:
-            pool = ThreadPoolExecutor(max_workers=source.concurrency, thread_name_prefix=f"sqs-{source.queue.name}")
+            pool = ThreadPoolExecutor(max_workers=source.scaling.maximum, thread_name_prefix=f"sqs-{source.queue.name}")
             receiver = threading.Thread(
                 target=self._receive_loop,
-                args=(source, pool, threading.BoundedSemaphore(source.concurrency)),
+                args=(source, pool, self._concurrency[source.name]),
                 name=f"sqs-receiver-{source.queue.name}",
                 daemon=True,
             )
             self._pools.append(pool)
             self._receivers.append(receiver)
             receiver.start()
-            log.info("polling %s for %s (batches of %d)", source.queue.name, source.function.name, source.batch_size)
+            scaling = source.scaling
+            log.info(
+                "polling %s for %s (batches of %d; %d at once, up to %d)",
+                source.queue.name,
+                source.function.name,
+                source.batch_size,
+                scaling.initial,
+                scaling.maximum,
+            )
 
     def stop(self) -> None:
         """Stops receiving and waits for the invocations under way."""
@@ -172,11 +263,11 @@ class SqsPoller:
         self._receivers.clear()
         self._pools.clear()
 
-    def _receive_loop(self, source: SqsEventSource, pool: ThreadPoolExecutor, free: threading.BoundedSemaphore) -> None:
+    def _receive_loop(self, source: SqsEventSource, pool: ThreadPoolExecutor, concurrency: Concurrency) -> None:
         while not self._stopping.is_set():
-            # Receive only for an invoker that is free: a message held here would use up its
-            # visibility timeout while waiting.
-            if not free.acquire(timeout=self._poll_interval_s):
+            # Receive only for a free slot: a message held here would use up its visibility timeout
+            # while waiting.
+            if not concurrency.acquire(timeout=self._poll_interval_s):
                 continue
             try:
                 messages = self._receive(source)
@@ -185,13 +276,18 @@ class SqsPoller:
                 log.exception("receiving from %s failed", source.queue.name)
                 messages = []
             if not messages:
-                free.release()
+                concurrency.release(worked=False)
+                concurrency.queue_empty()
                 self._stopping.wait(self._poll_interval_s)
                 continue
-            pool.submit(self._invoke, source, messages, free)
+            concurrency.messages_remain(len(messages))
+            pool.submit(self._work, source, messages, concurrency)
 
     def _receive(self, source: SqsEventSource) -> list[MessageTypeDef]:
+        """A batch: what the queue holds now, up to the batch size; with a batching window, what
+        comes within the window after the first record as well."""
         messages: list[MessageTypeDef] = []
+        gather_until: float | None = None
         while len(messages) < source.batch_size:
             wanted = min(SQS_MAX_RECEIVE, source.batch_size - len(messages))
             received = self._sqs.receive_message(
@@ -202,28 +298,36 @@ class SqsPoller:
                 MessageAttributeNames=["All"],
             ).get("Messages", [])
             messages.extend(received)
+            if messages and gather_until is None:
+                gather_until = time.monotonic() + source.batching_window_s
             if len(received) < wanted:
-                break
+                if gather_until is None or time.monotonic() >= gather_until:
+                    break
+                if self._stopping.wait(min(self._poll_interval_s, gather_until - time.monotonic())):
+                    break
         return messages
 
-    def _invoke(self, source: SqsEventSource, messages: list[MessageTypeDef], free: threading.BoundedSemaphore) -> None:
+    def _work(self, source: SqsEventSource, messages: list[MessageTypeDef], concurrency: Concurrency) -> None:
         try:
-            records = [build_record(message, source.queue.arn, self._region) for message in messages]
-            try:
-                result = source.function.invoke({"Records": records})
-            except Exception:
-                # As Lambda: a failed invocation leaves the whole batch to come back after the
-                # visibility timeout (and to the dead-letter queue after maxReceiveCount).
-                log.exception("%s failed on a batch from %s", source.function.name, source.queue.name)
-                return
-            failed = failed_message_ids(
-                result, (record["messageId"] for record in records), source.report_batch_item_failures
-            )
-            if failed:
-                log.info("%s: %d of %d records failed", source.function.name, len(failed), len(records))
-            self._delete(source, [message for message in messages if message["MessageId"] not in failed])
+            self._invoke(source, messages)
         finally:
-            free.release()
+            concurrency.release(worked=True)
+
+    def _invoke(self, source: SqsEventSource, messages: list[MessageTypeDef]) -> None:
+        records = [build_record(message, source.queue.arn, self._region) for message in messages]
+        try:
+            result = source.function.invoke({"Records": records})
+        except Exception:
+            # As Lambda: a failed invocation leaves the whole batch to come back after the
+            # visibility timeout (and to the dead-letter queue after maxReceiveCount).
+            log.exception("%s failed on a batch from %s", source.function.name, source.queue.name)
+            return
+        failed = failed_message_ids(
+            result, (record["messageId"] for record in records), source.report_batch_item_failures
+        )
+        if failed:
+            log.info("%s: %d of %d records failed", source.function.name, len(failed), len(records))
+        self._delete(source, [message for message in messages if message["MessageId"] not in failed])
 
     def _delete(self, source: SqsEventSource, messages: list[MessageTypeDef]) -> None:
         for start in range(0, len(messages), SQS_MAX_RECEIVE):

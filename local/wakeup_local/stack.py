@@ -27,6 +27,7 @@ from wakeup_local.moto_process import MotoProcess
 from wakeup_local.resources import StackResources, create_resources
 from wakeup_local.scheduler import RecurringRunner, ScheduleWatcher, recurring_schedules
 from wakeup_local.sqs_poller import SqsPoller, event_sources
+from wakeup_local.sqs_scaling import Counters
 from wakeup_local.template import Resolver, TemplateError, load_template
 from wakeup_local.throttling import api_throttles, route_buckets
 
@@ -39,7 +40,8 @@ LOOPBACK = "127.0.0.1"
 EXACT_SCHEDULES_ENV = "WAKEUP_LOCAL_EXACT_SCHEDULES"
 SWEEP_PERIOD_ENV = "WAKEUP_LOCAL_SWEEP_S"
 # Lifts the limits AWS sets on how fast work goes through (route throttles, SQS event source
-# scaling), for quick local work; AWS's limits are the default.
+# scaling: each mapping starts at its maximum concurrency), for quick local work; AWS's limits are
+# the default.
 UNBOUNDED_ENV = "WAKEUP_LOCAL_UNBOUNDED"
 # Environment that could send the handlers' boto3 calls anywhere but the local moto server.
 _AWS_ENV_REMOVED = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
@@ -159,6 +161,12 @@ class LocalStack:
             raise RuntimeError("the local stack is not running")
         return self._recurring.run_now()
 
+    def event_source_counters(self) -> dict[str, Counters]:
+        """What each SQS event source mapping has done (`Function.Event`: batches, concurrency)."""
+        if self._poller is None:
+            raise RuntimeError("the local stack is not running")
+        return self._poller.counters()
+
     def env_lines(self) -> list[str]:
         """The lines `wakeup-local` prints, which let a person or a script use the stack at once."""
         return [
@@ -206,7 +214,10 @@ class LocalStack:
         self.functions = load_functions(specs, self._environment.set, self.region)
         self.table_name = self._find_table_name(specs_env=[spec.environment for spec in specs])
 
-        self._poller = SqsPoller(event_sources(self.functions, self.resources), self._clients.sqs, self.region)
+        unbounded = _truthy(settings_env.get(UNBOUNDED_ENV))
+        self._poller = SqsPoller(
+            event_sources(self.functions, self.resources, unbounded=unbounded), self._clients.sqs, self.region
+        )
         self._watcher = ScheduleWatcher(
             self._clients.scheduler,
             list(self.resources.schedule_groups.values()),
@@ -219,7 +230,7 @@ class LocalStack:
             recurring_schedules(template, resolver, self.functions), float(sweep) if sweep else None
         )
         self._gateway.routes = routes_from(self.functions)
-        if not _truthy(settings_env.get(UNBOUNDED_ENV)):
+        if not unbounded:
             self._gateway.buckets = route_buckets(
                 api_throttles(template, resolver), {(route.api, route.route_key) for route in self._gateway.routes}
             )

@@ -14,7 +14,7 @@ from wakes_support import Instances, StackAws, as_registered, iso
 
 from support.api import Api
 from support.host import WakeHost, closed_port_url, hang, redirect
-from support.stack_process import StackProcess
+from support.stack_process import MakeStack, StackProcess
 
 # How late a call may be (DESIGN section 3), and how long to watch for a call that must not come.
 ON_TIME_S = 1.0
@@ -166,7 +166,23 @@ def test_twenty_concurrent_wakes_make_one_call_at_the_time_finally_held(instance
     host.assert_no_calls_beyond(1, during=QUIET_S)
 
 
-def test_a_hundred_wakes_due_at_one_second_are_each_called_once_on_time(instances: Instances, host: WakeHost) -> None:
+@pytest.fixture
+def unbounded_instances(make_stack: MakeStack) -> Iterator[Instances]:
+    """Instances on a stack whose SQS event source starts at its full concurrency
+    (`WAKEUP_LOCAL_UNBOUNDED=1`): the service's own timing, without Lambda's ramp-up of five
+    batches and 300 more a minute, which `make bench` measures."""
+    stack = make_stack(WAKEUP_LOCAL_UNBOUNDED="1")
+    api = Api(stack.url, stack.account_token)
+    made = Instances(api)
+    yield made
+    made.remove_all()
+    api.close()
+
+
+def test_a_hundred_wakes_due_at_one_second_are_each_called_once_on_time(
+    unbounded_instances: Instances, host: WakeHost
+) -> None:
+    instances = unbounded_instances
     # given 100 instances on one host, each with a path of its own
     tokens = {f"/i{n}/wake": instances.new(host.url_for(f"i{n}"))[1] for n in range(100)}
     at = iso(time.time() + 6)
