@@ -9,7 +9,7 @@ SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: run test lint pytest build deploy bench clean openapi
+.PHONY: run test lint pytest build deploy bench simulate clean openapi
 
 $(STAMP): pyproject.toml client/pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "wakeup needs Python 3.11 or newer: set PYTHON=" or 0)'
@@ -26,7 +26,7 @@ test: lint pytest
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy layers/wakeup/wakeup local/wakeup_local admin/wakeup_admin client/wakeup_client functions apidoc
+	$(BIN)/mypy layers/wakeup/wakeup local/wakeup_local admin/wakeup_admin sim/wakeup_sim client/wakeup_client functions apidoc
 	$(BIN)/cfn-lint template.yaml
 
 pytest: $(STAMP)
@@ -77,3 +77,9 @@ deploy: build
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) bench/.venv .aws-sam .mypy_cache .pytest_cache .ruff_cache
+
+# A simulation of the deployment at AWS's scale, driving the service's own delivery code on virtual
+# time: every scenario's figures as Markdown, its plot in docs/scaling/ (see docs/scaling.md).
+.PHONY: simulate
+simulate: $(STAMP)
+	PYTHONPATH=. $(BIN)/python -m wakeup_sim

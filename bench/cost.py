@@ -5,9 +5,9 @@ us-east-1, on-demand, without free tiers, as published in 2025: check the pricin
 relying on them. What is estimated rather than counted:
 
 - DynamoDB units: a consistent `GetItem` of an item under 4 KB is 1 read unit; a write of an
-  instance item is 3 write units, the item and its copies in the two indexes that project every
-  attribute (`ByAccount` always, `PendingWakes` while the wake is pending; a change of its key
-  costs one more);
+  instance item costs what `wakeup_sim.capacity` computes from DynamoDB's item-size and index rules
+  for a near wake's writes (its registration, claim and outcome) on the indexes template.yaml
+  defines; the simulator meters every write it makes by the same rules (`Usage.write_units`);
 - SQS requests of Lambda's event source mapping: a receive and a delete per batch delivered (its
   empty long polls are a fixed cost, not a per-wake one);
 - Lambda duration: the seconds the handlers ran here, at the template's memory size. Lambda bills
@@ -27,6 +27,7 @@ from typing import Any
 
 from bench.stats import table
 from wakeup_local.template import load_template
+from wakeup_sim import capacity
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,9 +41,11 @@ PRICE_SQS_REQUEST = 0.40 / 1e6  # standard queue, per 64 KB chunk
 PRICE_SCHEDULER_INVOCATION = 1.00 / 1e6  # EventBridge Scheduler; its API calls are free
 PRICE_LOG_GB = 0.50  # CloudWatch Logs ingestion, standard class
 
-WRITE_UNITS_PER_INSTANCE_WRITE = 3
 LAMBDA_OWN_LOG_BYTES = 350
 _WRITES = ("dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
+# The event source's receives and deletes, where counted (the simulator); the bench estimates them
+# from its batches instead.
+_SQS = ("sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessageBatch")
 
 
 def memory_gb() -> float:
@@ -62,6 +65,9 @@ class Usage:
     api_requests: float = 0.0
     scheduler_invocations: float = 0.0
     sqs_batches: float = 0.0
+    # DynamoDB units when metered item by item (the simulator); None: estimated from the requests.
+    read_units: float | None = None
+    write_units: float | None = None
 
     @classmethod
     def per(cls, counted: Mapping[str, Any], count: int, **extra: float) -> Usage:
@@ -109,9 +115,13 @@ class Line:
 
 
 def lines(usage: Usage, memory: float) -> list[Line]:
-    reads = usage.requests.get("dynamodb:GetItem", 0) + 0.5 * usage.requests.get("dynamodb:Query", 0)
-    writes = WRITE_UNITS_PER_INSTANCE_WRITE * sum(usage.requests.get(name, 0) for name in _WRITES)
-    sqs = usage.requests.get("sqs:SendMessage", 0) + 2 * usage.sqs_batches
+    reads = usage.read_units
+    if reads is None:
+        reads = usage.requests.get("dynamodb:GetItem", 0) + 0.5 * usage.requests.get("dynamodb:Query", 0)
+    writes = usage.write_units
+    if writes is None:
+        writes = capacity.units_per_instance_write() * sum(usage.requests.get(name, 0) for name in _WRITES)
+    sqs = sum(usage.requests.get(name, 0) for name in _SQS) + 2 * usage.sqs_batches
     invocations = sum(usage.invocations.values())
     gb_seconds = sum(usage.seconds.values()) * memory
     log_gb = (usage.log_bytes + LAMBDA_OWN_LOG_BYTES * invocations) / 1e9

@@ -1,0 +1,48 @@
+"""`python -m wakeup_sim` (`make simulate`): every scenario, its figures as Markdown, its plots as PNG."""
+
+import argparse
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from wakeup_sim import report
+from wakeup_sim.deployment import ROOT, from_template
+from wakeup_sim.scenarios import SCENARIOS, Scenario, run
+
+PLOTS = ROOT / "docs" / "scaling"
+
+
+def slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-").replace("--", "-")
+
+
+def simulate(scenario: Scenario, plots: Path | None) -> report.Figures:
+    outcome = run(scenario, from_template())
+    if plots is not None:
+        report.plot(outcome, plots / f"{slug(scenario.name)}.png")
+    return report.figures(outcome)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m wakeup_sim", description=__doc__)
+    parser.add_argument("--only", help="run the scenarios whose name contains this")
+    parser.add_argument("--no-plots", action="store_true", help="draw no PNG")
+    parser.add_argument("--workers", type=int, default=2, help="processes (scenarios run in parallel)")
+    args = parser.parse_args(argv)
+    chosen = [s for s in SCENARIOS if not args.only or args.only in s.name]
+    plots = None if args.no_plots else PLOTS
+    if plots is not None:
+        plots.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        results = list(pool.map(simulate, chosen, [plots] * len(chosen)))
+    print(report.HEADER)
+    for figures in results:
+        print(report.row(figures))
+    print(f"\n{len(results)} scenarios in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,326 @@
+"""An in-memory table with DynamoDB's conditional semantics, in the item shapes `wakeup.store` writes.
+
+`MemoryStore` is a `Store`: the caller, the triggers' users and the sweeper take it as they take the
+real one, and tests/contract/test_store_contract.py runs one suite of conditions against both. It
+keeps the items as `Store` writes them (same attribute names and values), so that what each
+request costs is computed from DynamoDB's own rules (`wakeup_sim.capacity`), and asks its `Io`
+for the time each request takes and whether DynamoDB's throughput admits it.
+"""
+
+import copy
+import random
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from wakeup.errors import ConflictError
+from wakeup.model import Account, Instance, Trigger
+from wakeup.store import (
+    ACCOUNTS_LIST,
+    ClaimAttempt,
+    Registered,
+    Store,
+    _account_key,
+    _instance,
+    _instance_key,
+    _token_key,
+    pending_shard,
+)
+from wakeup.times import format_time
+from wakeup.tokens import TokenKind
+from wakeup_sim.capacity import Index, item_size, read_units, table_write_units
+
+Item = dict[str, Any]
+# botocore's standard retry mode, as `wakeup.aws.CLIENT_CONFIG` sets it: three attempts in all.
+MAX_ATTEMPTS = 3
+
+
+class _ConditionFailed(Exception):
+    """The write's condition did not hold; the item is left as it was."""
+
+
+@dataclass
+class Metered:
+    """What the table was asked and what it consumed (requests that were throttled consume nothing)."""
+
+    requests: Counter[str] = field(default_factory=Counter)
+    read_units: float = 0.0
+    write_units: float = 0.0
+    index_write_units: Counter[str] = field(default_factory=Counter)
+    throttled: int = 0
+
+
+class Io:
+    """How long a request takes and whether DynamoDB admits it: here, at once and always."""
+
+    def request(self, operation: str) -> None:
+        """Called before a request reaches the table (the caller's side and the network)."""
+
+    def admit(self, reads: float, writes: int, index_writes: list[tuple[str, Any, int]]) -> bool:
+        return True
+
+    def backoff(self, attempt: int) -> None:
+        """Waits before attempt `attempt + 1` of a throttled request."""
+
+
+class _NoClient:
+    def __getattr__(self, name: str) -> Any:
+        raise NotImplementedError(f"MemoryStore does not implement the request behind {name}")
+
+
+class MemoryStore(Store):
+    """The table in memory; every public method behaves as `Store`'s does against DynamoDB."""
+
+    def __init__(self, indexes: list[Index], io: Io | None = None, rng: random.Random | None = None) -> None:
+        super().__init__("memory", client=_NoClient())
+        self.items: dict[str, Item] = {}
+        self.indexes = indexes
+        self.io = io or Io()
+        self.metered = Metered()
+        self.rng = rng or random.Random(0)
+        # The pending-wakes index, kept for the sweeper's queries: shard -> pk -> due.
+        self._pending: dict[str, dict[str, str]] = {}
+
+    # -- the request cycle --------------------------------------------------------------------
+
+    def _throttled(self, operation: str) -> ClientError:
+        return ClientError(
+            {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "throttled (simulated)"}},
+            operation,
+        )
+
+    def _read(self, pk: str, operation: str = "GetItem") -> Item | None:
+        for attempt in range(MAX_ATTEMPTS):
+            self.io.request(operation)
+            item = self.items.get(pk)
+            units = read_units(item_size(item or {}))
+            if self.io.admit(units, 0, []):
+                self.metered.requests[f"dynamodb:{operation}"] += 1
+                self.metered.read_units += units
+                return copy.copy(item) if item is not None else None
+            self.metered.throttled += 1
+            self.io.backoff(attempt + 1)
+        raise self._throttled(operation)
+
+    def _write(self, pk: str, change: Callable[[Item | None], Item | None]) -> tuple[Item | None, Item | None]:
+        """Applies `change` to the item as one conditional write; returns the item before and after.
+
+        `change` gets a copy of the item (None when absent) and returns the new one (None deletes),
+        or raises `_ConditionFailed`, which is raised again once the failed write is metered.
+        """
+        for attempt in range(MAX_ATTEMPTS):
+            self.io.request("UpdateItem")
+            old = self.items.get(pk)
+            failed = False
+            try:
+                new = change(copy.copy(old) if old is not None else None)
+            except _ConditionFailed:
+                failed, new = True, old
+            units = table_write_units(old, new)
+            index_writes = [] if failed else self._index_writes(old, new)
+            if self.io.admit(0, units, index_writes):
+                self.metered.requests["dynamodb:UpdateItem"] += 1
+                self.metered.write_units += units
+                for name, _, index_units in index_writes:
+                    self.metered.index_write_units[name] += index_units
+                if failed:
+                    raise _ConditionFailed
+                self._store(pk, old, new)
+                return old, new
+            self.metered.throttled += 1
+            self.io.backoff(attempt + 1)
+        raise self._throttled("UpdateItem")
+
+    def _index_writes(self, old: Item | None, new: Item | None) -> list[tuple[str, Any, int]]:
+        writes = []
+        for index in self.indexes:
+            units = index.write_units(old, new)
+            if units:
+                holder = new if new is not None and index.holds(new) else (old or {})
+                key = holder.get(index.keys[0])
+                writes.append((index.name, key, units))
+        return writes
+
+    def _store(self, pk: str, old: Item | None, new: Item | None) -> None:
+        if old is not None and old.get("pending_shard") is not None:
+            self._pending.get(str(old["pending_shard"]), {}).pop(pk, None)
+        if new is None:
+            self.items.pop(pk, None)
+            return
+        self.items[pk] = new
+        if new.get("pending_shard") is not None and new.get("pending_due") is not None:
+            self._pending.setdefault(str(new["pending_shard"]), {})[pk] = new["pending_due"]
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def _get(self, pk: str) -> Item | None:
+        return self._read(pk)
+
+    def overdue(self, shard: int, before: datetime) -> list[Instance]:
+        """As a Query of one pending-wakes shard: read units for the entries it returns."""
+        limit = format_time(before)
+        found = sorted(
+            (due, pk) for pk, due in self._pending.get(str(shard), {}).items() if due < limit and pk in self.items
+        )
+        self.io.request("Query")
+        self.metered.requests["dynamodb:Query"] += 1
+        size = sum(item_size(self.items[pk]) for _, pk in found)
+        self.metered.read_units += read_units(size, consistent=False)
+        return [_instance(self.items[pk]) for _, pk in found]
+
+    # -- accounts and instances (what a scenario needs to set up its hosts) ---------------------
+
+    def create_account(self, label: str, token_hash: str, now: datetime) -> Account:
+        account = Account(id=str(uuid.uuid4()), label=label, created_at=now)
+        created = format_time(now)
+        self.items[_account_key(account.id)] = {
+            "pk": _account_key(account.id),
+            "type": "account",
+            "id": account.id,
+            "label": label,
+            "created_at": created,
+            "token_hash": token_hash,
+            "list_pk": ACCOUNTS_LIST,
+            "list_sk": f"{created}#{account.id}",
+        }
+        self.items[_token_key(token_hash)] = {
+            "pk": _token_key(token_hash),
+            "type": "token",
+            "kind": TokenKind.ACCOUNT.value,
+            "account_id": account.id,
+        }
+        return account
+
+    def register_instance(self, account_id: str, url: str, token_hash: str, now: datetime) -> Registered:
+        """A new instance for a token never registered (the only case a scenario needs)."""
+        if _token_key(token_hash) in self.items:
+            raise ConflictError()
+        instance = Instance(
+            id=str(uuid.UUID(int=self.rng.getrandbits(128), version=4)), account_id=account_id, url=url, created_at=now
+        )
+        created = format_time(now)
+        self.items[_token_key(token_hash)] = {
+            "pk": _token_key(token_hash),
+            "type": "token",
+            "kind": TokenKind.INSTANCE.value,
+            "account_id": account_id,
+            "instance_id": instance.id,
+        }
+        self.items[_instance_key(instance.id)] = {
+            "pk": _instance_key(instance.id),
+            "type": "instance",
+            "id": instance.id,
+            "account_id": account_id,
+            "url": url,
+            "token_hash": token_hash,
+            "created_at": created,
+            "attempts": 0,
+            "list_pk": _account_key(account_id),
+            "list_sk": f"{created}#{instance.id}",
+        }
+        return Registered(instance, created=True)
+
+    # -- wakes ----------------------------------------------------------------------------------
+
+    def register_wake(self, instance_id: str, at: datetime, reg: str) -> Instance | None:
+        def change(item: Item | None) -> Item | None:
+            if item is None or item.get("revoked_at") is not None:
+                raise _ConditionFailed
+            for name in ("called_at", "last_error", "claim_until"):
+                item.pop(name, None)
+            item.update(
+                at=format_time(at),
+                reg=reg,
+                attempts=0,
+                pending_shard=pending_shard(instance_id),
+                pending_due=format_time(at),
+            )
+            return item
+
+        try:
+            old, _ = self._write(_instance_key(instance_id), change)
+        except _ConditionFailed:
+            return None
+        assert old is not None
+        return _instance(old)
+
+    @staticmethod
+    def _registration_stands(item: Item | None, trigger: Trigger) -> Item:
+        if (
+            item is None
+            or item.get("reg") != trigger.reg
+            or item.get("attempts") != trigger.attempt
+            or item.get("called_at") is not None
+        ):
+            raise _ConditionFailed
+        return item
+
+    @staticmethod
+    def _no_live_claim(item: Item, now_ms: int) -> None:
+        if item.get("claim_until") is not None and not item["claim_until"] < now_ms:
+            raise _ConditionFailed
+
+    def claim_if_due(self, trigger: Trigger, now_ms: int, due_by: datetime, lease_ms: int) -> ClaimAttempt:
+        def change(item: Item | None) -> Item | None:
+            item = self._registration_stands(item, trigger)
+            due = item.get("pending_due")
+            if due is None or not due <= format_time(due_by):
+                raise _ConditionFailed
+            self._no_live_claim(item, now_ms)
+            item["claim_until"] = now_ms + lease_ms
+            return item
+
+        pk = _instance_key(trigger.instance_id)
+        try:
+            _, new = self._write(pk, change)
+        except _ConditionFailed:
+            # ReturnValuesOnConditionCheckFailure=ALL_OLD: the item as it was, when there is one.
+            current = self.items.get(pk)
+            return ClaimAttempt(claimed=False, instance=_instance(current) if current is not None else None)
+        assert new is not None
+        return ClaimAttempt(claimed=True, instance=_instance(new))
+
+    def _change_registration(self, trigger: Trigger, update: Callable[[Item], None], now_ms: int | None = None) -> bool:
+        def change(item: Item | None) -> Item | None:
+            item = self._registration_stands(item, trigger)
+            if now_ms is not None:
+                self._no_live_claim(item, now_ms)
+            update(item)
+            return item
+
+        try:
+            self._write(_instance_key(trigger.instance_id), change)
+        except _ConditionFailed:
+            return False
+        return True
+
+    def record_success(self, trigger: Trigger, called_at: datetime) -> bool:
+        def update(item: Item) -> None:
+            item.update(called_at=format_time(called_at), attempts=0)
+            for name in ("last_error", "claim_until", "pending_shard", "pending_due"):
+                item.pop(name, None)
+
+        return self._change_registration(trigger, update)
+
+    def record_failure(self, trigger: Trigger, error: str, next_due: datetime | None) -> bool:
+        def update(item: Item) -> None:
+            item.update(attempts=trigger.attempt + 1, last_error=error)
+            item.pop("claim_until", None)
+            if next_due is None:
+                item.pop("pending_shard", None)
+                item.pop("pending_due", None)
+            else:
+                item["pending_due"] = format_time(next_due)
+
+        return self._change_registration(trigger, update)
+
+    def postpone(self, trigger: Trigger, due: datetime, now_ms: int) -> bool:
+        def update(item: Item) -> None:
+            item["pending_due"] = format_time(due)
+
+        return self._change_registration(trigger, update, now_ms)

@@ -1,0 +1,168 @@
+"""Lambda's SQS event source mapping: pollers, batches, the batching window, and scaling.
+
+"Configuring scaling behavior for SQS event source mappings" (Lambda developer guide): in the
+default mode a mapping starts with five concurrent batches, adds up to 300 a minute while messages
+are available, up to 1,000 or `MaximumConcurrency`; in provisioned mode it keeps `MinimumPollers`
+pollers ready (each up to 10 concurrent invocations) and scales three times faster. A batch is
+handed over when it holds `BatchSize` messages or the batching window ends ("Using Lambda with
+Amazon SQS"); records reported in `batchItemFailures` stay on the queue, the rest are deleted.
+"Use Lambda recursive loop detection": after about 16 hops of SQS -> function -> same SQS, Lambda
+stops invoking for the message unless the function's RecursiveLoop is Allow.
+"""
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from wakeup_sim import deployment as aws
+from wakeup_sim.engine import Engine, Signal
+from wakeup_sim.lambdas import Function, Throttled
+from wakeup_sim.sqs import MAX_RECEIVE, Message, Queue
+
+THROTTLED_RETRY_S = 1.0
+LONG_POLL_S = 20.0
+IDLE_BEFORE_SCALING_DOWN_S = 300.0
+
+
+@dataclass
+class EventSource:
+    engine: Engine
+    queue: Queue
+    function: Function
+    batch_size: int
+    window_s: float
+    cap: int
+    start: int
+    scale_up_per_s: float
+    floor: int
+    recursion_allowed: bool
+    resting: int = aws.ESM_INITIAL_CONCURRENCY  # pollers of a mapping with nothing to do
+    target: float = 0.0
+    pollers: int = 0
+    batches: int = 0
+    stopped_loops: int = 0
+    batch_sizes: list[int] = field(default_factory=list)
+    _idle: deque[tuple[float, Callable[[], None]]] = field(default_factory=deque)
+    _filling: list[Signal] = field(default_factory=list)
+    _idle_since: float = 0.0
+    idle_poll_s: float = 0.0
+    _began: float = 0.0
+    on_stopped_loop: Callable[[Message], None] = lambda message: None
+
+    def begin(self) -> None:
+        self.target = float(self.start)
+        self._idle_since = self._began = self.engine.now
+        self.queue.on_visible = self._wake_pollers
+        self._grow()
+        self.engine.at(self.engine.now + 1, self._scale)
+
+    def _wake_pollers(self) -> None:
+        """Messages became visible: pollers filling a batch look, and enough idle ones to take them."""
+        for signal in self._filling:
+            signal.set()
+        self._filling.clear()
+        wanted = -(-self.queue.visible() // MAX_RECEIVE)
+        while wanted > 0 and self._idle:
+            since, resume = self._idle.popleft()
+            self.idle_poll_s += self.engine.now - since
+            resume()
+            wanted -= 1
+
+    def long_polls(self) -> float:
+        """Empty receives so far: the mapping's resting pollers each end a long poll every 20 s (a
+        poller scaled out for a burst is counted by its receives only)."""
+        return (self.engine.now - self._began) * self.resting / LONG_POLL_S
+
+    def _grow(self) -> None:
+        while self.pollers < int(self.target):
+            self.pollers += 1
+            self.engine.spawn(self._poll, self.pollers)
+
+    def _scale(self) -> None:
+        now = self.engine.now
+        if self.queue.visible() > 0:
+            self._idle_since = now
+            self.target = min(self.cap, self.target + self.scale_up_per_s)
+            self._grow()
+        elif now - self._idle_since > IDLE_BEFORE_SCALING_DOWN_S:
+            self.target = float(self.floor)
+        self.engine.at(now + 1, self._scale)
+
+    def _wait_idle(self) -> None:
+        self._idle.append((self.engine.now, self.engine.park()))
+        self.engine.wait_parked()
+
+    def _wait_visible(self, until: float) -> None:
+        signal = Signal(self.engine)
+        self._filling.append(signal)
+        self.engine.at(until, signal.set)
+        signal.wait()
+
+    def _poll(self, index: int) -> None:
+        while index <= int(self.target):
+            if self.queue.visible() == 0:
+                self._wait_idle()
+                continue
+            self.engine.sleep(aws.RECEIVE_LATENCY_S)
+            batch = self.queue.receive(min(self.batch_size, MAX_RECEIVE))
+            if not batch:
+                continue
+            deadline = self.engine.now + self.window_s
+            while len(batch) < self.batch_size:
+                if self.queue.visible():
+                    self.engine.sleep(aws.RECEIVE_LATENCY_S)
+                    batch += self.queue.receive(min(self.batch_size - len(batch), MAX_RECEIVE))
+                elif self.engine.now < deadline:
+                    self._wait_visible(deadline)
+                else:
+                    break
+            self._invoke(batch)
+        self.pollers -= 1
+
+    def _invoke(self, batch: list[Message]) -> None:
+        hops = max(message.hops for message in batch)
+        if hops >= aws.RECURSION_LIMIT and not self.recursion_allowed:
+            # Lambda stops the loop: the messages go to the dead-letter queue, or are dropped.
+            self.stopped_loops += len(batch)
+            for message in batch:
+                self.on_stopped_loop(message)
+            self.queue.delete(batch)
+            return
+        while True:
+            try:
+                failed: set[int] = self.function.invoke(batch, hops)
+                break
+            except Throttled:
+                self.engine.sleep(THROTTLED_RETRY_S)
+            except Exception:
+                return  # the whole batch comes back after the visibility timeout
+        self.batches += 1
+        self.batch_sizes.append(len(batch))
+        self.queue.delete([message for message in batch if message.id not in failed])
+
+
+def for_deployment(engine: Engine, queue: Queue, function: Function, deployment: Any, warm: bool) -> EventSource:
+    """The caller's mapping as the template configures it, cold (five batches) or already scaled."""
+    if deployment.minimum_pollers is not None:
+        floor = aws.INVOCATIONS_PER_POLLER * deployment.minimum_pollers
+        cap = aws.INVOCATIONS_PER_POLLER * (deployment.maximum_pollers or 200)
+        scale = aws.PROVISIONED_SCALE_UP_PER_S
+    else:
+        floor = aws.ESM_INITIAL_CONCURRENCY
+        cap = min(deployment.maximum_concurrency or aws.ESM_MAX_CONCURRENCY, aws.ESM_MAX_CONCURRENCY)
+        scale = aws.ESM_SCALE_UP_PER_S
+    return EventSource(
+        engine=engine,
+        queue=queue,
+        function=function,
+        batch_size=deployment.batch_size,
+        window_s=deployment.batching_window_s,
+        cap=cap,
+        start=cap if warm else floor,
+        scale_up_per_s=scale,
+        # A warm mapping has been busy: it stays scaled out for the scenario's length.
+        floor=cap if warm else floor,
+        resting=floor,
+        recursion_allowed=deployment.recursive_loop_allowed,
+    )

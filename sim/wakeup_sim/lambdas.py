@@ -1,0 +1,120 @@
+"""Lambda: execution environments, cold starts, concurrency, and asynchronous invocation.
+
+- "Understanding Lambda function scaling": one invocation at a time per execution environment; an
+  invocation takes an idle environment or starts one (init, then the handler); the account's
+  concurrency (1,000 by default) bounds all functions together.
+- "Lambda scaling behavior": a function gains at most 1,000 environments every 10 seconds.
+- "How Lambda handles errors and retries with asynchronous invocation": an event is queued; a
+  throttled one retried from 1 s, doubling up to 5 minutes; a failing one retried twice, after
+  one and two minutes.
+- Billing ("AWS Lambda pricing"): the handler's duration and, since August 2025, the init phase.
+"""
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from wakeup_sim import deployment as aws
+from wakeup_sim.engine import Cpu, Engine
+from wakeup_sim.throughput import Bucket, Cpus
+
+
+class Throttled(Exception):
+    """The account (or the function's scaling rate) has no concurrency for this invocation now."""
+
+
+@dataclass
+class Account:
+    limit: int
+    in_use: int = 0
+    peak: int = 0
+
+
+@dataclass
+class Environment:
+    cpu: Cpu
+
+
+@dataclass
+class Function:
+    """One Lambda function: `handler(payload)` runs in an environment, in the invoking task."""
+
+    engine: Engine
+    cpus: Cpus
+    account: Account
+    name: str
+    memory_mb: int
+    handler: Callable[[Any], Any]
+    init_s_at_one_vcpu: float = aws.INIT_S_AT_ONE_VCPU
+    idle: list[Environment] = field(default_factory=list)
+    running: int = 0
+    peak: int = 0
+    invocations: int = 0
+    billed_s: float = 0.0
+    cold_starts: int = 0
+    errors: int = 0
+    _scaling: Bucket | None = None
+
+    @property
+    def vcpus(self) -> float:
+        return min(self.memory_mb / aws.MB_PER_VCPU, 1.0)
+
+    def warm(self, count: int) -> None:
+        """Environments already initialised (a function that served recently)."""
+        self.idle.extend(Environment(Cpu(self.engine, self.vcpus)) for _ in range(count))
+
+    def invoke(self, payload: Any, hops: int = 0) -> Any:
+        """A synchronous invocation from a task: the handler's result, or its exception raised.
+        `hops`: how many SQS-invoked invocations of this function led to this one."""
+        if self.account.in_use >= self.account.limit:
+            raise Throttled(self.name)
+        if not self.idle:
+            if self._scaling is None:
+                self._scaling = Bucket(aws.SCALING_ENVIRONMENTS_PER_S, aws.SCALING_BURST, self.engine.now)
+            if not self._scaling.take(1, self.engine.now):
+                raise Throttled(self.name)
+        self.account.in_use += 1
+        self.account.peak = max(self.account.peak, self.account.in_use)
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        self.invocations += 1
+        started = self.engine.now
+        if self.idle:
+            environment = self.idle.pop()
+        else:
+            self.cold_starts += 1
+            environment = Environment(Cpu(self.engine, self.vcpus))
+            environment.cpu.use(self.init_s_at_one_vcpu)
+        self.cpus.bind(environment.cpu, hops)
+        try:
+            environment.cpu.use(aws.INVOCATION_CPU_S)
+            return self.handler(payload)
+        except Exception:
+            self.errors += 1
+            raise
+        finally:
+            self.cpus.unbind()
+            self.billed_s += self.engine.now - started
+            self.running -= 1
+            self.account.in_use -= 1
+            self.idle.append(environment)
+
+    def invoke_async(self, payload: Any) -> None:
+        """Queues an event, as Scheduler's invocation does; retried as Lambda retries it."""
+        self.engine.spawn(self._run_event, payload, aws.ASYNC_THROTTLE_FIRST_RETRY_S, 0)
+
+    def _run_event(self, payload: Any, throttle_wait_s: float, errors: int) -> None:
+        try:
+            self.invoke(payload)
+        except Throttled:
+            wait = min(throttle_wait_s, aws.ASYNC_THROTTLE_MAX_RETRY_S)
+            self.engine.spawn(self._run_event, payload, wait * 2, errors, when=self.engine.now + wait)
+        except Exception:
+            if errors < len(aws.ASYNC_ERROR_RETRY_DELAYS_S):
+                when = self.engine.now + aws.ASYNC_ERROR_RETRY_DELAYS_S[errors]
+                self.engine.spawn(self._run_event, payload, aws.ASYNC_THROTTLE_FIRST_RETRY_S, errors + 1, when=when)
+
+
+def invocations(functions: list[Function]) -> Counter[str]:
+    return Counter({f.name: f.invocations for f in functions})

@@ -1,0 +1,136 @@
+"""What a scenario came to: lateness, wakes lost and called twice, concurrency, requests and cost.
+
+The cost is `bench.cost`'s, the one model `make bench` prices a wake with: the simulator hands it
+every request, invocation, billed second and log byte it counted, and the DynamoDB units it metered
+item by item.
+"""
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import cost
+from wakeup_sim.scenarios import Outcome, first_calls
+
+
+def percentile(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+@dataclass(frozen=True)
+class Figures:
+    name: str
+    wakes: int
+    p50_s: float
+    p99_s: float
+    max_s: float
+    lost: int
+    called_twice: int
+    overlapping_calls: int
+    peak_concurrency: int
+    requests_per_wake: float
+    usd_per_million: float
+    sweeper_rearmed: int
+    stopped_by_loop_detection: int
+    throttled_requests: int
+
+
+def usage(outcome: Outcome) -> cost.Usage:
+    """Everything the scenario cost, per wake."""
+    world, count = outcome.world, len(outcome.wakes)
+    requests: Counter[str] = Counter()
+    requests.update(world.store.metered.requests)
+    requests.update(world.queue.requests)
+    requests.update(world.scheduler.requests)
+    requests["sqs:ReceiveMessage"] += round(world.event_source.long_polls())
+    metered = world.store.metered
+    return cost.Usage(
+        requests=Counter({k: v / count for k, v in requests.items()}),
+        invocations=Counter({f.name: f.invocations / count for f in world.functions}),
+        seconds=Counter({f.name: f.billed_s / count for f in world.functions}),
+        log_bytes=outcome.log_bytes / count,
+        api_requests=world.api_requests / count,
+        scheduler_invocations=world.scheduler.invocations / count,
+        read_units=metered.read_units / count,
+        write_units=(metered.write_units + sum(metered.index_write_units.values())) / count,
+    )
+
+
+def usd_per_million(outcome: Outcome) -> float:
+    memory = outcome.world.deployment.caller_memory_mb / 1024
+    return sum(line.usd_per_million for line in cost.lines(usage(outcome), memory))
+
+
+def figures(outcome: Outcome) -> Figures:
+    world = outcome.world
+    due = {w.instance_id: w.at for w in outcome.wakes}
+    firsts = first_calls(outcome)
+    late = [firsts[i].started - (due[i] or 0) for i in outcome.healthy if i in firsts]
+    calls = world.hosts.calls
+    lost = sum(1 for i in outcome.healthy if not any(c.ok for c in calls.get(i, [])))
+    twice = 0
+    for made in calls.values():
+        answered = [c.ended for c in made if c.ok]
+        if answered and any(c.started > min(answered) for c in made):
+            twice += 1
+    requests = usage(outcome)
+    per_wake = sum(requests.requests.values()) + sum(requests.invocations.values()) + requests.api_requests
+    return Figures(
+        name=outcome.scenario.name,
+        wakes=len(outcome.wakes),
+        p50_s=percentile(late, 50),
+        p99_s=percentile(late, 99),
+        max_s=max(late, default=float("nan")),
+        lost=lost,
+        called_twice=twice,
+        overlapping_calls=world.hosts.overlaps,
+        peak_concurrency=world.account.peak,
+        requests_per_wake=per_wake,
+        usd_per_million=usd_per_million(outcome),
+        sweeper_rearmed=outcome.sweeper_rearmed,
+        stopped_by_loop_detection=world.event_source.stopped_loops,
+        throttled_requests=world.store.metered.throttled,
+    )
+
+
+HEADER = (
+    "| scenario | wakes | p50 | p99 | max | lost | called twice | peak concurrency | AWS requests/wake "
+    "| USD per million | sweeper re-arms | stopped loops | DynamoDB throttles |\n"
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+)
+
+
+def row(f: Figures) -> str:
+    return (
+        f"| {f.name} | {f.wakes:,} | {f.p50_s * 1000:.0f} ms | {f.p99_s * 1000:.0f} ms | {f.max_s * 1000:.0f} ms "
+        f"| {f.lost} | {f.called_twice} | {f.peak_concurrency} | {f.requests_per_wake:.2f} "
+        f"| ${f.usd_per_million:.2f} | {f.sweeper_rearmed} | {f.stopped_by_loop_detection} | {f.throttled_requests} |"
+    )
+
+
+def plot(outcome: Outcome, path: Path) -> None:
+    """Lateness of each (healthy) wake's first call against when it was made: a small PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    due = {w.instance_id: w.at for w in outcome.wakes}
+    firsts = first_calls(outcome)
+    points = [
+        (c.started - outcome.first_due, c.started - (due[i] or 0)) for i, c in firsts.items() if i in outcome.healthy
+    ]
+    step = max(1, len(points) // 4000)
+    xs, ys = zip(*points[::step], strict=True) if points else ((), ())
+    figure, axes = plt.subplots(figsize=(6.4, 3.2), dpi=80)
+    axes.scatter(xs, ys, s=2, alpha=0.4)
+    axes.set_xlabel("call made, seconds after the first wake's time")
+    axes.set_ylabel("lateness (s)")
+    axes.set_title(outcome.scenario.name, fontsize=10)
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)

@@ -1,0 +1,89 @@
+"""The scenarios: bursts of wakes due at one second, steady rates, hosts down, a host failing long.
+
+Each runs a fresh `World` from template.yaml's deployment (with a scenario's own levers, if any)
+on virtual time, and returns what happened to every wake (`Outcome`).
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from wakeup_sim.deployment import Deployment
+from wakeup_sim.hosts import Call
+from wakeup_sim.world import Wake, World, counted_logs
+
+T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z, a whole minute
+NEAR_LEAD_S = (120.0, 600.0)  # registered 2 to 10 minutes ahead: SQS all the way
+FAR_LEAD_S = (1800.0, 3600.0)  # 30 to 60 minutes ahead: a one-time schedule, then SQS
+SETTLE_S = 900.0  # after the last wake's time, how long the world runs on (retries, sweeps)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    wakes: int
+    path: str = "near"  # near (SQS) or far (Scheduler)
+    warm: bool = False  # an event source already scaled out, with warm environments
+    rate_per_s: float | None = None  # steady: wakes due per second (else all due at one second)
+    down_fraction: float = 0.0  # hosts down (half refuse connections, half hang to the timeout)
+    failing_for_s: float = 0.0  # one host answers 503 for this long after its wake's time
+    levers: dict[str, Any] = field(default_factory=dict)
+    seed: int = 1
+
+
+@dataclass
+class Outcome:
+    scenario: Scenario
+    world: World
+    wakes: list[Wake]
+    healthy: set[str]
+    first_due: float
+    last_due: float
+    log_bytes: int
+    sweeper_rearmed: int
+
+
+def run(scenario: Scenario, deployment: Deployment) -> Outcome:
+    deployment = deployment.but(**scenario.levers)
+    with counted_logs() as logs:
+        world = World(deployment, start=T0, seed=scenario.seed, warm=scenario.warm)
+        wakes = world.instances(scenario.wakes)
+        rng = world.rng
+        lead = FAR_LEAD_S if scenario.path == "far" else NEAR_LEAD_S
+        start_due = T0 + lead[1] + 60
+        if scenario.rate_per_s:
+            span = scenario.wakes / scenario.rate_per_s
+            dues = [start_due + rng.random() * span for _ in wakes]
+        else:
+            dues = [start_due] * len(wakes)
+        healthy = {w.instance_id for w in wakes}
+        down = int(scenario.down_fraction * len(wakes))
+        for index, wake in enumerate(wakes[:down]):
+            (world.hosts.down if index % 2 else world.hosts.hanging).add(wake.url)
+            healthy.discard(wake.instance_id)
+        if scenario.failing_for_s:
+            world.hosts.failing_until[wakes[0].url] = start_due + scenario.failing_for_s
+        for wake, due in zip(wakes, dues, strict=True):
+            world.register(wake, due, due - lead[0] - rng.random() * (lead[1] - lead[0]))
+        world.engine.run(max(dues) + SETTLE_S + scenario.failing_for_s)
+    return Outcome(scenario, world, wakes, healthy, min(dues), max(dues), logs.bytes, world.sweeper_rearmed)
+
+
+def first_calls(outcome: Outcome) -> dict[str, Call]:
+    calls = outcome.world.hosts.calls
+    return {w.instance_id: calls[w.instance_id][0] for w in outcome.wakes if calls.get(w.instance_id)}
+
+
+SCENARIOS = [
+    *(
+        Scenario(f"{n:,} at one second, {path}, {'warm' if warm else 'cold'}", n, path=path, warm=warm)
+        for n in (1000, 10000, 100000)
+        for path in ("near", "far")
+        for warm in (False, True)
+    ),
+    Scenario("steady 100/s for 10 min, near", 60000, rate_per_s=100, warm=True),
+    Scenario("steady 100/s for 10 min, far", 60000, path="far", rate_per_s=100, warm=True),
+    # Two minutes, not ten: 600,000 instances would not fit the five minutes `make simulate` has.
+    Scenario("steady 1,000/s for 2 min, near", 120000, rate_per_s=1000, warm=True),
+    Scenario("10,000 at one second, 10% of hosts down", 10000, warm=True, down_fraction=0.1),
+    Scenario("one host failing for two days", 1, failing_for_s=2 * 86400),
+]

@@ -1,0 +1,118 @@
+"""The caller's queue: delays in whole seconds, visibility, receives and deletes.
+
+From "Amazon SQS delay queues" and "Amazon SQS visibility timeout" (SQS developer guide): a message
+sent with `DelaySeconds` (0 to 900, whole seconds) is invisible until then; a received message is
+invisible for the queue's visibility timeout and comes back unless deleted; after
+`maxReceiveCount` receives it moves to the dead-letter queue. A receive returns at most 10.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from wakeup.settings import SQS_MAX_DELAY_S
+from wakeup_sim.engine import Engine
+
+MAX_RECEIVE = 10
+
+
+@dataclass
+class Message:
+    id: int
+    body: str
+    sent_at: float
+    receives: int = 0
+    hops: int = 0  # SQS-invoked invocations of the caller that led to this message
+    handle: int = 0  # a new handle per receive, so a stale delete does nothing
+
+
+@dataclass
+class Queue:
+    engine: Engine
+    visibility_timeout_s: float
+    max_receive_count: int = 5
+    latency_s: float = 0.0
+    requests: Counter[str] = field(default_factory=Counter)
+    dead_letters: list[Message] = field(default_factory=list)
+    _invisible: list[tuple[float, int, int, Message]] = field(default_factory=list)
+    _visible: list[Message] = field(default_factory=list)
+    _ids: itertools.count[int] = field(default_factory=itertools.count)
+    _handles: itertools.count[int] = field(default_factory=itertools.count)
+    _seq: itertools.count[int] = field(default_factory=itertools.count)
+    live: int = 0
+    # Called when a message becomes visible (the event source's pollers wait on it).
+    on_visible: Callable[[], None] = lambda: None
+
+    def send(self, body: str, delay_s: int, hops: int = 0) -> None:
+        if not 0 <= delay_s <= SQS_MAX_DELAY_S or int(delay_s) != delay_s:
+            raise ValueError("SQS delays are whole seconds from 0 to 900")
+        self.requests["sqs:SendMessage"] += 1
+        message = Message(next(self._ids), body, self.engine.now, hops=hops)
+        self.live += 1
+        self._hide(message, self.engine.now + self.latency_s + delay_s)
+
+    def _hide(self, message: Message, until: float) -> None:
+        heapq.heappush(self._invisible, (until, next(self._seq), message.handle, message))
+        self.engine.at(until, self._reveal)
+
+    def _reveal(self) -> None:
+        revealed = False
+        while self._invisible and self._invisible[0][0] <= self.engine.now:
+            _, _, handle, message = heapq.heappop(self._invisible)
+            if message.handle != handle:
+                continue  # deleted, or received again since
+            if message.receives >= self.max_receive_count:
+                self.dead_letters.append(message)
+                self.live -= 1
+                continue
+            self._visible.append(message)
+            revealed = True
+        if revealed:
+            self.on_visible()
+
+    def visible(self) -> int:
+        return len(self._visible)
+
+    def receive(self, count: int = MAX_RECEIVE) -> list[Message]:
+        """Up to `count` (at most 10) visible messages, now invisible for the visibility timeout."""
+        self.requests["sqs:ReceiveMessage"] += 1
+        taken, self._visible = self._visible[: min(count, MAX_RECEIVE)], self._visible[min(count, MAX_RECEIVE) :]
+        for message in taken:
+            message.receives += 1
+            message.handle = next(self._handles) + 1
+            self._hide(message, self.engine.now + self.visibility_timeout_s)
+        return taken
+
+    def delete(self, messages: list[Message]) -> None:
+        """A DeleteMessageBatch (up to 10 a request)."""
+        for start in range(0, len(messages), MAX_RECEIVE):
+            self.requests["sqs:DeleteMessageBatch"] += 1
+            for message in messages[start : start + MAX_RECEIVE]:
+                if message.handle > 0:
+                    message.handle = -1
+                    self.live -= 1
+
+    def pending(self) -> int:
+        """Messages sent and neither deleted nor dead-lettered."""
+        return self.live
+
+
+class SqsClient:
+    """What `wakeup.triggers.Triggers` calls on its SQS client, against one queue, taking time."""
+
+    def __init__(self, queue: Queue, request: Callable[[str], None], hops: Callable[[], int]) -> None:
+        self.queue = queue
+        self._request = request
+        self._hops = hops
+
+    def send_message(self, QueueUrl: str, MessageBody: str, DelaySeconds: int = 0) -> dict[str, Any]:  # noqa: N803
+        self._request("sqs:SendMessage")
+        json.loads(MessageBody)  # the service sends JSON: a slip here would be a bug to see at once
+        self.queue.send(MessageBody, DelaySeconds, hops=self._hops() + 1)
+        return {"MessageId": "simulated"}

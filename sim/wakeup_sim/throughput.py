@@ -1,0 +1,99 @@
+"""Rates AWS enforces (token buckets), and the time and admission of each DynamoDB request."""
+
+import random
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from greenlet import getcurrent
+
+from wakeup_sim.deployment import AWS_REQUEST_CPU_S, DYNAMODB_LATENCY_S, PARTITION_WRITE_UNITS_PER_S, Deployment
+from wakeup_sim.dynamodb import Io
+from wakeup_sim.engine import Cpu, Engine
+
+
+class Bucket:
+    """A token bucket: `rate` tokens a second, holding at most `capacity`."""
+
+    def __init__(self, rate: float, capacity: float, now: float = 0.0) -> None:
+        self.rate, self.capacity = rate, capacity
+        self.tokens, self.updated = capacity, now
+
+    def take(self, amount: float, now: float) -> bool:
+        self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
+        self.updated = now
+        if self.tokens >= amount:
+            self.tokens -= amount
+            return True
+        return False
+
+    def wait_for(self, amount: float, now: float) -> float:
+        """Seconds until `amount` tokens are there (0: take them now)."""
+        self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
+        self.updated = now
+        return max(0.0, (amount - self.tokens) / self.rate)
+
+
+class Cpus:
+    """Which execution environment's processor the running task uses (none: the caller is AWS),
+    and how many SQS-invoked hops led to it (what Lambda's recursive loop detection counts)."""
+
+    def __init__(self) -> None:
+        self._by_task: dict[Any, tuple[Cpu, int]] = {}
+
+    def bind(self, cpu: Cpu, hops: int = 0) -> None:
+        self._by_task[getcurrent()] = (cpu, hops)
+
+    def unbind(self) -> None:
+        self._by_task.pop(getcurrent(), None)
+
+    def current(self) -> tuple[Cpu, int] | None:
+        return self._by_task.get(getcurrent())
+
+    def hops(self) -> int:
+        found = self._by_task.get(getcurrent())
+        return found[1] if found else 0
+
+    def use(self, seconds_at_one_vcpu: float) -> None:
+        found = self._by_task.get(getcurrent())
+        if found is not None:
+            found[0].use(seconds_at_one_vcpu)
+
+
+class DynamoDbIo(Io):
+    """A request costs the caller's CPU and a round trip; DynamoDB admits it within the table's
+    throughput and each partition key's in its indexes (an index that cannot take its write
+    throttles the table's write: "back-pressure", DynamoDB developer guide)."""
+
+    def __init__(self, engine: Engine, cpus: Cpus, deployment: Deployment, rng: random.Random) -> None:
+        self.engine, self.cpus, self.rng = engine, cpus, rng
+        self.writes = Bucket(deployment.table_write_units_per_s, deployment.table_write_units_per_s, engine.now)
+        self.reads = Bucket(deployment.table_read_units_per_s, deployment.table_read_units_per_s, engine.now)
+        rate = PARTITION_WRITE_UNITS_PER_S
+        self.partitions: dict[tuple[str, Any], Bucket] = defaultdict(lambda: Bucket(rate, rate, self.engine.now))
+
+    def request(self, operation: str) -> None:
+        self.cpus.use(AWS_REQUEST_CPU_S)
+        self.engine.sleep(DYNAMODB_LATENCY_S * (0.7 + 0.6 * self.rng.random()))
+
+    def admit(self, reads: float, writes: int, index_writes: list[tuple[str, Any, int]]) -> bool:
+        now = self.engine.now
+        if reads and not self.reads.take(reads, now):
+            return False
+        if writes and not self.writes.take(writes, now):
+            return False
+        return all(self.partitions[(name, key)].take(units, now) for name, key, units in index_writes)
+
+    def backoff(self, attempt: int) -> None:
+        # botocore's standard mode: a random wait up to 2^(attempt-1) seconds, at most 20 s.
+        self.engine.sleep(self.rng.random() * min(2 ** (attempt - 1), 20))
+
+
+def timed(engine: Engine, cpus: Cpus, latency_s: float, rng: random.Random) -> Callable[[str], None]:
+    """A request to an AWS service other than DynamoDB: the caller's CPU and a round trip."""
+
+    def request(_: str) -> None:
+        cpus.use(AWS_REQUEST_CPU_S)
+        engine.sleep(latency_s * (0.7 + 0.6 * rng.random()))
+
+    return request

@@ -1,0 +1,209 @@
+"""One simulated stack: the service's own code wired to the simulated AWS and hosts.
+
+The caller is `wakeup.delivery.Caller` with the simulated clock, sleep and host call; its store is
+`MemoryStore`; its triggers are `wakeup.triggers.Triggers` over the simulated SQS and Scheduler. The
+wake function runs `wakeup.wakes.register_wake` after the token lookup the route makes; the sweeper
+runs `wakeup.sweeper.sweep` every minute. Everything else is AWS, modelled as its documentation says.
+"""
+
+import io
+import json
+import random
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from wakeup.delivery import Caller, Source, parse_trigger
+from wakeup.model import Trigger
+from wakeup.observability import logger
+from wakeup.sweeper import sweep
+from wakeup.tokens import hash_token
+from wakeup.triggers import Triggers
+from wakeup.wakes import register_wake
+from wakeup_sim import deployment as aws
+from wakeup_sim.deployment import Deployment
+from wakeup_sim.dynamodb import MemoryStore
+from wakeup_sim.engine import Engine
+from wakeup_sim.event_source import EventSource, for_deployment
+from wakeup_sim.hosts import Hosts
+from wakeup_sim.lambdas import Account, Function
+from wakeup_sim.scheduler import Scheduler
+from wakeup_sim.sqs import Message, Queue, SqsClient
+from wakeup_sim.throughput import Cpus, DynamoDbIo, timed
+
+SWEEP_EVERY_S = 60.0
+
+
+class _CountingStream(io.TextIOBase):
+    """Where the functions' log lines go: only their bytes are kept (what CloudWatch Logs bills)."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+
+    def write(self, text: str) -> int:
+        self.bytes += len(text.encode())
+        return len(text)
+
+
+@contextmanager
+def counted_logs() -> Iterator[_CountingStream]:
+    """The service's logger, writing into a counter for the simulation's length."""
+    stream = _CountingStream()
+    handler = logger.registered_handler
+    previous = handler.stream  # type: ignore[attr-defined]
+    handler.stream = stream  # type: ignore[attr-defined]
+    try:
+        yield stream
+    finally:
+        handler.stream = previous  # type: ignore[attr-defined]
+
+
+@dataclass
+class Wake:
+    instance_id: str
+    url: str
+    token_hash: str
+    at: float | None = None
+
+
+@dataclass
+class World:
+    deployment: Deployment
+    start: float
+    seed: int = 1
+    warm: bool = False
+    engine: Engine = field(init=False)
+    rng: random.Random = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.engine = Engine(self.start)
+        self.rng = random.Random(self.seed)
+        self.cpus = Cpus()
+        d = self.deployment
+        self.store = MemoryStore(d.indexes, DynamoDbIo(self.engine, self.cpus, d, self.rng), self.rng)
+        self.queue = Queue(self.engine, d.visibility_timeout_s, d.max_receive_count, latency_s=0.0)
+        self.account = Account(d.account_concurrency)
+        self.caller_function = Function(
+            self.engine, self.cpus, self.account, "CallerFunction", d.caller_memory_mb, self._caller_handler
+        )
+        self.wake_function = Function(
+            self.engine, self.cpus, self.account, "WakeFunction", d.wake_memory_mb, self._wake_handler
+        )
+        self.sweeper_function = Function(
+            self.engine, self.cpus, self.account, "SweeperFunction", d.wake_memory_mb, self._sweeper_handler
+        )
+        self.functions = [self.caller_function, self.wake_function, self.sweeper_function]
+        self.scheduler = Scheduler(
+            self.engine,
+            self.caller_function,
+            d.scheduler_invocations_per_s,
+            self.rng,
+            timed(self.engine, self.cpus, aws.SCHEDULER_LATENCY_S, self.rng),
+        )
+        sqs = SqsClient(self.queue, timed(self.engine, self.cpus, aws.SQS_LATENCY_S, self.rng), self.cpus.hops)
+        self.triggers = Triggers(d.settings, sqs=sqs, scheduler=self.scheduler, clock=self.engine.clock)
+        self.hosts = Hosts(self.engine, self.cpus, self.rng)
+        self.caller = Caller(
+            self.store,
+            self.triggers,
+            d.settings,
+            call=self.hosts.call,
+            clock=self.engine.clock,
+            sleep=self.engine.sleep,
+        )
+        self.event_source: EventSource = for_deployment(self.engine, self.queue, self.caller_function, d, self.warm)
+        self.event_source.on_stopped_loop = self._stopped_loop
+        self.stopped_loops: list[str] = []
+        self.sweeps = 0
+        self.api_requests = 0
+        self.sweeper_rearmed = 0
+        self.account_id = self.store.create_account("sim", uuid.uuid4().hex, self.engine.clock()).id
+        if self.warm:
+            self.caller_function.warm(self.event_source.cap)
+        self.event_source.begin()
+        self.engine.at(self.start + self.rng.random() * SWEEP_EVERY_S, self._sweep_tick)
+
+    # -- setting up -----------------------------------------------------------------------------
+
+    def instances(self, count: int, url_prefix: str = "https://host") -> list[Wake]:
+        made = []
+        now = self.engine.clock()
+        for index in range(count):
+            url = f"{url_prefix}{index}.example"
+            token_hash = hash_token(f"swi_{uuid.UUID(int=self.rng.getrandbits(128)).hex}{index:032d}")
+            instance = self.store.register_instance(self.account_id, url, token_hash, now).instance
+            made.append(Wake(instance.id, url, token_hash))
+        return made
+
+    # -- the functions --------------------------------------------------------------------------
+
+    def _caller_handler(self, payload: Any) -> Any:
+        if isinstance(payload, list):
+            return self._deliver_batch(payload)
+        # Scheduler's invocation: the trigger itself; an exception makes Lambda retry it.
+        self.caller.deliver(parse_trigger(payload), Source.SCHEDULE)
+        return None
+
+    def _deliver_batch(self, batch: list[Message]) -> set[int]:
+        """As caller_handler: every record at once (a thread each there, a task each here)."""
+        failed: set[int] = set()
+        bound = self.cpus.current()
+        assert bound is not None
+        left = len(batch)
+        done = self.engine.park()
+
+        def deliver(message: Message) -> None:
+            nonlocal left
+            self.cpus.bind(*bound)
+            try:
+                self.caller.deliver(parse_trigger(json.loads(message.body)), Source.QUEUE)
+            except Exception:
+                failed.add(message.id)
+            finally:
+                self.cpus.unbind()
+                left -= 1
+                if left == 0:
+                    done()
+
+        for message in batch:
+            self.engine.spawn(deliver, message)
+        self.engine.wait_parked()
+        return failed
+
+    def _wake_handler(self, payload: tuple[Wake, float]) -> None:
+        wake, at = payload
+        owner = self.store.owner_of(wake.token_hash)
+        assert owner is not None and owner.instance_id == wake.instance_id
+        register_wake(self.store, self.triggers, wake.instance_id, datetime.fromtimestamp(at, UTC), self.engine.clock())
+
+    def _sweeper_handler(self, _: Any) -> None:
+        self.sweeper_rearmed += sweep(self.store, self.triggers, self.deployment.settings, self.engine.clock()).rearmed
+
+    def _sweep_tick(self) -> None:
+        self.sweeps += 1
+        self.sweeper_function.invoke_async(None)
+        self.engine.at(self.engine.now + SWEEP_EVERY_S, self._sweep_tick)
+
+    def _stopped_loop(self, message: Message) -> None:
+        self.stopped_loops.append(Trigger(**json.loads(message.body)).instance_id)
+
+    # -- driving --------------------------------------------------------------------------------
+
+    def register(self, wake: Wake, at: float, when: float) -> None:
+        """`PUT /wakeup/wake` by the wake's host at `when`, for `at` (epoch seconds)."""
+        wake.at = max(at, when)
+
+        def put() -> None:
+            while True:
+                self.api_requests += 1
+                try:
+                    self.wake_function.invoke((wake, at), -1)
+                    return
+                except Exception:
+                    # API Gateway answers 429 or 500; the client library retries after a moment.
+                    self.engine.sleep(0.5 + self.rng.random())
+
+        self.engine.spawn(put, when=when)

@@ -1,0 +1,58 @@
+"""The simulator's scenarios at a size the normal suite affords, against the goals of issue 10.
+
+`make simulate` runs them at full size (docs/scaling.md); these run the same code on a few hundred
+wakes, so a change to the caller, the triggers or the template that breaks a goal shows here.
+"""
+
+import pytest
+
+from wakeup_sim import report
+from wakeup_sim.capacity import Index
+from wakeup_sim.deployment import Deployment, from_template
+from wakeup_sim.scenarios import Scenario, run
+
+HOUR = 3600.0
+
+
+def narrow_indexes(deployment: Deployment) -> Deployment:
+    """The levers docs/scaling.md proposes: indexes that project keys only, a warmed table."""
+    return deployment.but(
+        indexes=[Index(i.name, i.keys, "KEYS_ONLY") for i in deployment.indexes], table_write_units_per_s=40000
+    )
+
+
+@pytest.mark.parametrize("path", ["near", "far"])
+def test_a_burst_at_one_second_is_called_within_a_second_none_lost_none_twice(path: str) -> None:
+    figures = report.figures(run(Scenario("burst", 300, path=path, warm=True), narrow_indexes(from_template())))
+    assert figures.p99_s <= 1.0
+    assert figures.lost == 0 and figures.called_twice == 0 and figures.overlapping_calls == 0
+
+
+def test_healthy_hosts_stay_on_time_while_a_tenth_are_down_or_hanging() -> None:
+    scenario = Scenario("down", 300, warm=True, down_fraction=0.1)
+    figures = report.figures(run(scenario, narrow_indexes(from_template())))
+    assert figures.p99_s <= 1.0 and figures.lost == 0 and figures.called_twice == 0
+
+
+def test_a_failing_hosts_retry_chain_all_through_sqs_is_cut_by_loop_detection_unless_allowed() -> None:
+    scenario = Scenario("failing", 1, failing_for_s=3 * HOUR)
+    all_sqs = from_template().but(sqs_horizon_s=900)  # 15-minute retries through SQS too
+    cut = report.figures(run(scenario, all_sqs.but(recursive_loop_allowed=False)))
+    kept = report.figures(run(scenario, all_sqs.but(recursive_loop_allowed=True)))
+    assert cut.stopped_by_loop_detection > 0 and cut.sweeper_rearmed > 0
+    assert kept.stopped_by_loop_detection == 0 and kept.sweeper_rearmed == 0 and kept.lost == 0
+
+
+def test_with_the_templates_horizon_long_retries_go_through_a_schedule_and_keep_the_chain() -> None:
+    figures = report.figures(run(Scenario("failing", 1, failing_for_s=3 * HOUR), from_template()))
+    assert figures.stopped_by_loop_detection == 0 and figures.sweeper_rearmed == 0 and figures.lost == 0
+
+
+def test_the_simulator_prices_a_wake_with_the_benchs_cost_model() -> None:
+    outcome = run(Scenario("steady", 200, rate_per_s=20, warm=True), from_template())
+    usage = report.usage(outcome)
+    # Three instance writes per near wake (registration, claim, outcome), units as bench counts them.
+    from wakeup_sim.capacity import units_per_instance_write
+
+    assert usage.write_units == pytest.approx(3 * units_per_instance_write(), rel=0.05)
+    assert report.usd_per_million(outcome) > 0
