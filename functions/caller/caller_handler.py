@@ -6,6 +6,7 @@ that raises is reported as a partial batch failure, so only it comes back.
 """
 
 import asyncio
+import functools
 import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -17,6 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from wakeup.delivery import Caller, Source, parse_trigger, publish, publish_baseline
 from wakeup.factories import get_store, get_triggers
+from wakeup.host_call import call_wake
 from wakeup.model import Trigger
 from wakeup.observability import logger, metrics, tracer
 from wakeup.settings import get_settings
@@ -26,7 +28,10 @@ get_settings()
 
 
 def _caller() -> Caller:
-    return Caller(get_store(), get_triggers(), get_settings())
+    settings = get_settings()
+    # Every call checks the addresses it connects to against the operator's ranges.
+    call = functools.partial(call_wake, addresses=settings.address_policy)
+    return Caller(get_store(), get_triggers(), settings, call=call)
 
 
 def _trigger_in(body: str, message_id: str) -> Trigger:

@@ -46,7 +46,9 @@ def _account() -> TokenOwner:
 def register_instance() -> Response[str]:
     account = _account()
     body = read_body(app.current_event, RegisterInstanceBody)
-    registered = instances.register(get_store(), get_triggers(), account, body.url, body.token, now())
+    registered = instances.register(
+        get_store(), get_triggers(), account, body.url, body.token, now(), get_settings().address_policy
+    )
     logger.info("instance registered", instance_id=registered.instance.id, new=registered.created)
     return json_response(201 if registered.created else 200, {"id": registered.instance.id})
 

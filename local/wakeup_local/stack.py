@@ -20,6 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from wakeup.addresses import LOOPBACK_CIDRS
 from wakeup_local.aws import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY, AwsClients, make_clients
 from wakeup_local.functions import Functions, FunctionSpec, function_specs, load_functions
 from wakeup_local.gateway import Gateway, routes_from
@@ -39,6 +40,8 @@ LOOPBACK = "127.0.0.1"
 # The local stack's own settings, read from its environment at start.
 EXACT_SCHEDULES_ENV = "WAKEUP_LOCAL_EXACT_SCHEDULES"
 SWEEP_PERIOD_ENV = "WAKEUP_LOCAL_SWEEP_S"
+# A setting of the functions that the local stack sets differently from the template's default.
+CALL_ALLOWED_CIDRS_ENV = "WAKEUP_CALL_ALLOWED_CIDRS"
 # Lifts the limits AWS sets on how fast work goes through (route throttles, SQS event source
 # scaling: each mapping starts at its maximum concurrency), for quick local work; AWS's limits are
 # the default.
@@ -255,6 +258,10 @@ class LocalStack:
         self._environment.set("AWS_ENDPOINT_URL", self.endpoint_url)
         for key, value in self.env.items():
             self._environment.set(key, value)
+        # The service refuses to call loopback addresses by default (wakeup.addresses); here every
+        # host runs on this machine, so the local stack allows loopback unless told otherwise.
+        if CALL_ALLOWED_CIDRS_ENV not in os.environ:
+            self._environment.set(CALL_ALLOWED_CIDRS_ENV, LOOPBACK_CIDRS)
 
     def _find_table_name(self, specs_env: list[dict[str, str]]) -> str:
         """The service's table: the one the functions' `WAKEUP_TABLE` names, or the only one."""

@@ -22,6 +22,7 @@ from moto_env import (
 from sample_events import load_event, scheduler_invocation, sqs_batch
 
 from wakeup import __version__
+from wakeup.addresses import REFUSED_CALL
 from wakeup.model import Trigger
 from wakeup.observability import logger
 from wakeup.times import epoch_ms, now
@@ -413,3 +414,30 @@ def test_a_stale_schedule_for_a_called_wake_arms_nothing(env: Deployed, caller: 
 def test_a_schedule_input_that_is_not_a_trigger_raises_for_scheduler_to_retry(caller: ModuleType) -> None:
     with pytest.raises(ValueError, match="instance_id"):
         handler(caller, {"hello": "world"})
+
+
+# -- addresses ------------------------------------------------------------------------------------------
+
+
+def test_a_call_to_a_denied_address_is_a_failed_call_retried_at_the_normal_backoff(
+    endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Loopback is not allowed back here: the default ranges, as on AWS.
+    with deployed(endpoint, WAKEUP_CALL_ALLOWED_CIDRS="") as env, serving_host() as host:
+        caller = private_handler("caller", env)
+        instance_id = env.new_instance(host.url)
+        trigger = env.new_wake(instance_id, now() - timedelta(seconds=1))
+
+        handler(caller, sqs_batch(trigger))
+
+        assert host.calls == []
+        instance = env.store.get_instance(instance_id)
+        assert instance is not None
+        assert (instance.attempts, instance.last_error, instance.pending) == (1, REFUSED_CALL, True)
+        # The first retry, one second after the failure, like any failed call's (less the moment
+        # spent since then, when it is armed).
+        [(retry, delay_s)] = env.triggers.sent
+        assert retry == Trigger(instance_id, trigger.reg, 1) and 0.5 < delay_s <= 1
+    printed = capsys.readouterr().out
+    assert counted(printed, "CallsRefused") == 1
+    assert counted(printed, "CallsFailed") == 1

@@ -24,6 +24,7 @@ from sample_events import (
 
 from wakeup import factories
 from wakeup.accounts import mint_account
+from wakeup.addresses import REFUSED_URL
 from wakeup.errors import WakeupError
 from wakeup.tokens import TokenKind, hash_token, mint
 
@@ -327,3 +328,27 @@ def test_dynamodb_failing_underneath_is_503(account: str, code: str) -> None:
     assert reply.status == 503
     assert "retry" in reply.error
     assert code not in reply.error and "table" not in reply.error
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://169.254.169.254/latest/meta-data",  # the instance metadata service
+        "http://10.0.0.1",
+        "https://192.168.1.10:8443/app",
+        "http://100.64.0.1",
+        "http://[fd00::1]:8080",
+        "http://[::ffff:169.254.169.254]",
+        "http://0.0.0.0",
+    ],
+)
+def test_a_url_whose_host_is_a_denied_address_is_refused(account: str, url: str) -> None:
+    reply = register(account, url=url)
+
+    assert reply.status == 400
+    assert reply.error == REFUSED_URL
+
+
+def test_a_url_whose_host_is_an_allowed_address_is_registered(account: str) -> None:
+    # The functional tests' settings allow loopback back, as the local stack does.
+    assert register(account, url="http://127.0.0.1:8080").status == 201

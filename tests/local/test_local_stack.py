@@ -95,3 +95,20 @@ def test_a_port_in_use_fails_before_anything_starts() -> None:
         taken.listen()
         with pytest.raises(OSError):
             LocalStack(FIXTURE_TEMPLATE, port=taken.getsockname()[1], account_minter=fake_minter).start()
+
+
+@pytest.mark.parametrize(
+    ("shell", "expected"),
+    [
+        ({}, "127.0.0.0/8,::1/128"),  # the template refuses loopback; here every host is on loopback
+        ({"WAKEUP_CALL_ALLOWED_CIDRS": "10.0.0.0/8"}, "10.0.0.0/8"),  # what the person says wins
+    ],
+)
+def test_the_functions_may_call_loopback_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch, shell: dict[str, str], expected: str
+) -> None:
+    monkeypatch.delenv("WAKEUP_CALL_ALLOWED_CIDRS", raising=False)
+    for key, value in shell.items():
+        monkeypatch.setenv(key, value)
+    with LocalStack(FIXTURE_TEMPLATE, account_minter=fake_minter) as stack:
+        assert {function.spec.environment["WAKEUP_CALL_ALLOWED_CIDRS"] for function in stack.functions} == {expected}

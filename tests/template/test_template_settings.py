@@ -106,3 +106,11 @@ def test_the_default_parameters_pass_every_rule(template: dict[str, Any]) -> Non
 def test_a_lead_of_sixty_with_a_horizon_of_sixty_is_refused_with_a_reason(template: dict[str, Any]) -> None:
     refused = refused_by_rules(template, {"ScheduleLeadSeconds": "60", "SqsHorizonSeconds": "60"})
     assert refused == ["SqsHorizonSeconds must be greater than ScheduleLeadSeconds (60)."]
+
+
+def test_the_address_ranges_default_to_the_services_own_on_aws(template: dict[str, Any]) -> None:
+    # On AWS the caller refuses internal ranges and allows none back; the local stack, whose hosts
+    # are on this machine, allows loopback (tests/local).
+    parameters = template["Parameters"]
+    assert parameters["CallDeniedCidrs"]["Default"] == Settings.model_fields["call_denied_cidrs"].default
+    assert parameters["CallAllowedCidrs"]["Default"] == Settings.model_fields["call_allowed_cidrs"].default == ""

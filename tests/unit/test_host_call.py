@@ -11,6 +11,7 @@ import pytest
 from urllib3.exceptions import NewConnectionError
 
 from wakeup import __version__
+from wakeup.addresses import REFUSED_CALL, AddressPolicy
 from wakeup.host_call import CallOutcome, call_wake, describe_failure, outcome_of_status
 
 INSTANCE_ID = "6f1c2a9e-3a55-4b8e-9a57-0d2f4e1f7c11"
@@ -166,3 +167,121 @@ def test_an_unknown_host_name_is_named_so() -> None:
 )
 def test_only_2xx_statuses_are_success(code: int, error: str | None) -> None:
     assert outcome_of_status(code) == CallOutcome(status=code, error=error)
+
+
+# -- addresses: resolved once, checked, connected to as checked ----------------------------------------
+
+NAME = "rebind.test"
+
+
+class ChangingDns:
+    """A resolver whose answer for NAME changes after the first question (DNS rebinding). It stands
+    in for `socket.getaddrinfo` too, so that a second lookup by anyone would get the second answer;
+    addresses are passed to the real resolver, which looks nothing up for them."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *answers: list[str]) -> None:
+        self.answers = list(answers)
+        self.questions = 0
+        real = socket.getaddrinfo
+
+        def getaddrinfo(host: str, port: object, *args: object, **kwargs: object) -> object:
+            if host != NAME:
+                return real(host, port, *args, **kwargs)  # type: ignore[arg-type]
+            self.questions += 1
+            answer = self.answers[min(self.questions, len(self.answers)) - 1]
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port)) for address in answer]
+
+        monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+def serve_on(address: str, port: int, host: Host) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            host.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
+            host.answer(self)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer((address, port), Handler)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    return server
+
+
+@pytest.fixture
+def two_loopback_hosts() -> Iterator[tuple[Host, Host, int]]:
+    """Hosts on 127.0.0.1 and 127.0.0.2, one port: the allowed one and the 'internal' one."""
+
+    def ok(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(204)
+        handler.end_headers()
+
+    allowed, internal = Host(ok), Host(ok)
+    first = serve_on("127.0.0.1", 0, allowed)
+    port = first.server_address[1]
+    second = serve_on("127.0.0.2", port, internal)
+    yield allowed, internal, port
+    for server in (first, second):
+        server.shutdown()
+        server.server_close()
+
+
+# Only 127.0.0.2 stands for an internal range here: no test ever leaves loopback.
+INTERNAL_ONLY = AddressPolicy.of("127.0.0.2/32")
+
+
+def test_a_name_that_rebinds_after_the_check_is_called_at_the_address_checked(
+    monkeypatch: pytest.MonkeyPatch, two_loopback_hosts: tuple[Host, Host, int]
+) -> None:
+    allowed, internal, port = two_loopback_hosts
+    dns = ChangingDns(monkeypatch, ["127.0.0.1"], ["127.0.0.2"])
+
+    outcome = call_wake(f"http://{NAME}:{port}", INSTANCE_ID, timeout_s=5, addresses=INTERNAL_ONLY)
+
+    assert outcome == CallOutcome(status=204, error=None)
+    assert dns.questions == 1  # resolved once: the connection went to the address checked
+    assert internal.requests == []
+    [(path, headers)] = allowed.requests
+    assert path == "/wake" and headers["host"] == f"{NAME}:{port}"  # the request still names the host
+
+
+def test_a_name_that_resolves_to_a_denied_address_is_not_called(
+    monkeypatch: pytest.MonkeyPatch, two_loopback_hosts: tuple[Host, Host, int]
+) -> None:
+    allowed, internal, port = two_loopback_hosts
+    ChangingDns(monkeypatch, ["127.0.0.2"], ["127.0.0.1"])
+
+    outcome = call_wake(f"http://{NAME}:{port}", INSTANCE_ID, timeout_s=5, addresses=INTERNAL_ONLY)
+
+    assert outcome == CallOutcome(status=None, error=REFUSED_CALL, refused_address="127.0.0.2")
+    assert outcome.refused
+    assert allowed.requests == [] and internal.requests == []
+
+
+def test_a_name_with_any_denied_address_among_its_answers_is_not_called(
+    monkeypatch: pytest.MonkeyPatch, two_loopback_hosts: tuple[Host, Host, int]
+) -> None:
+    allowed, internal, port = two_loopback_hosts
+    ChangingDns(monkeypatch, ["127.0.0.1", "127.0.0.2"])
+
+    outcome = call_wake(f"http://{NAME}:{port}", INSTANCE_ID, timeout_s=5, addresses=INTERNAL_ONLY)
+
+    assert outcome.error == REFUSED_CALL
+    assert allowed.requests == [] and internal.requests == []
+
+
+def test_a_denied_literal_address_is_not_called(two_loopback_hosts: tuple[Host, Host, int]) -> None:
+    allowed, internal, port = two_loopback_hosts
+
+    outcome = call_wake(f"http://127.0.0.2:{port}", INSTANCE_ID, timeout_s=5, addresses=INTERNAL_ONLY)
+
+    assert outcome.refused and internal.requests == []
+
+
+def test_a_name_that_does_not_resolve_is_named_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    def unknown(host: str, port: int) -> list[str]:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    outcome = call_wake(f"http://{NAME}", INSTANCE_ID, timeout_s=5, addresses=INTERNAL_ONLY, resolver=unknown)
+
+    assert outcome == CallOutcome(status=None, error="host name not found")

@@ -76,6 +76,8 @@ class Delivery:
     # Whether this call's outcome was written (False: the registration changed during the call).
     recorded: bool = False
     retry_armed: bool = False
+    # The call was not made: the host's address is in a range the operator does not call.
+    refused: bool = False
 
 
 class InvalidTriggerError(ValueError):
@@ -186,7 +188,14 @@ class Caller:
             return Delivery(Result.CALLED, lateness_ms=lateness_ms, recorded=recorded)
 
         failures = trigger.attempt + 1
-        logger.warning("wake call failed", instance_id=instance.id, host=host, error=outcome.error, attempts=failures)
+        logger.warning(
+            "wake call failed",
+            instance_id=instance.id,
+            host=host,
+            error=outcome.error,
+            attempts=failures,
+            refused_address=outcome.refused_address,
+        )
         next_due = finished + timedelta(seconds=retry_delay_s(failures))
         if self._too_old(instance, next_due):
             recorded = self.store.record_failure(trigger, outcome.error, None)
@@ -199,11 +208,13 @@ class Caller:
                     attempts=failures,
                     max_wake_age_s=self.settings.max_wake_age_s,
                 )
-            return Delivery(Result.GIVEN_UP, lateness_ms=lateness_ms, recorded=recorded)
+            return Delivery(Result.GIVEN_UP, lateness_ms=lateness_ms, recorded=recorded, refused=outcome.refused)
 
         recorded = self.store.record_failure(trigger, outcome.error, next_due)
         retry_armed = recorded and self._arm_retry(Trigger(instance.id, trigger.reg, failures), next_due)
-        return Delivery(Result.FAILED, lateness_ms=lateness_ms, recorded=recorded, retry_armed=retry_armed)
+        return Delivery(
+            Result.FAILED, lateness_ms=lateness_ms, recorded=recorded, retry_armed=retry_armed, refused=outcome.refused
+        )
 
     def _too_old(self, instance: Instance, next_due: datetime) -> bool:
         max_age_s = self.settings.max_wake_age_s
@@ -227,6 +238,8 @@ def publish(delivery: Delivery) -> None:
         metrics.add_metric(name=Metric.WAKES_CALLED, unit=MetricUnit.Count, value=1)
     elif delivery.result in (Result.FAILED, Result.GIVEN_UP):
         metrics.add_metric(name=Metric.CALLS_FAILED, unit=MetricUnit.Count, value=1)
+    if delivery.refused:
+        metrics.add_metric(name=Metric.CALLS_REFUSED, unit=MetricUnit.Count, value=1)
     elif delivery.result is Result.STALE:
         metrics.add_metric(name=Metric.STALE_TRIGGERS_DROPPED, unit=MetricUnit.Count, value=1)
     if delivery.lateness_ms is not None:

@@ -3,15 +3,25 @@
 urllib3 comes with botocore, so the caller needs no HTTP library of its own. Each call opens its
 own connection and closes it: a kept-alive connection that the host closed meanwhile would turn a
 healthy host into a failed call, and calls are far apart.
+
+The host name is resolved once, here; every address it resolves to is checked against the
+operator's address policy (`wakeup.addresses`), and the connection is made to those checked
+addresses, never to a second answer from DNS. The request still names the host (`Host`), and
+HTTPS still sends it as SNI and verifies the certificate against it.
 """
 
 import errno
 import socket
 import ssl
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
 
 import urllib3
+from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.exceptions import (
+    ConnectTimeoutError,
     HTTPError,
     LocationValueError,
     NewConnectionError,
@@ -19,8 +29,10 @@ from urllib3.exceptions import (
     SSLError,
 )
 from urllib3.exceptions import TimeoutError as Urllib3TimeoutError
+from urllib3.util.connection import create_connection
 
 from wakeup import __version__
+from wakeup.addresses import REFUSED_CALL, AddressPolicy
 
 USER_AGENT = f"wakeup/{__version__}"
 
@@ -34,12 +46,23 @@ _OS_ERRORS = {
 }
 
 
+# A host name and port to the addresses a connection may go to (`socket.getaddrinfo`'s, by default).
+Resolver = Callable[[str, int], Sequence[str]]
+
+
 @dataclass(frozen=True)
 class CallOutcome:
     """What came of one call: the host's status when it answered, and why it failed when it did."""
 
     status: int | None
     error: str | None
+    # The address the policy refused (for the operator's log; never in `error`, which the
+    # account reads: a private address would tell it about the network the caller runs in).
+    refused_address: str | None = None
+
+    @property
+    def refused(self) -> bool:
+        return self.refused_address is not None
 
     @property
     def ok(self) -> bool:
@@ -51,14 +74,38 @@ def wake_url(url: str) -> str:
     return f"{url}/wake"
 
 
-def call_wake(url: str, instance_id: str, timeout_s: float) -> CallOutcome:
-    """Calls `GET {url}/wake` once: no retry, no redirect followed, at most `timeout_s` to answer."""
-    pool = urllib3.PoolManager(
-        num_pools=1,
-        maxsize=1,
-        retries=False,
-        timeout=urllib3.Timeout(total=timeout_s),
-    )
+def resolve(host: str, port: int) -> list[str]:
+    """Every address `host` resolves to for a TCP connection, in the resolver's order."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def call_wake(
+    url: str,
+    instance_id: str,
+    timeout_s: float,
+    *,
+    addresses: AddressPolicy | None = None,
+    resolver: Resolver = resolve,
+) -> CallOutcome:
+    """Calls `GET {url}/wake` once: no retry, no redirect followed, at most `timeout_s` to answer.
+
+    With `addresses`, a host that resolves to any address it refuses is not called at all.
+    """
+    target = urlsplit(wake_url(url))
+    host = target.hostname or ""
+    port = target.port or (443 if target.scheme == "https" else 80)
+    try:
+        checked = list(resolver(host, port))
+    except (socket.gaierror, UnicodeError):
+        return CallOutcome(status=None, error="host name not found")
+    refused = [address for address in checked if addresses is not None and addresses.refuses(address)]
+    if refused:
+        return CallOutcome(status=None, error=REFUSED_CALL, refused_address=refused[0])
+    if not checked:
+        return CallOutcome(status=None, error="host name not found")
+    pool_class = _PinnedHTTPSPool if target.scheme == "https" else _PinnedHTTPPool
+    pool = pool_class(host, port, timeout=urllib3.Timeout(total=timeout_s), maxsize=1, retries=False, addresses=checked)
     headers = {
         "User-Agent": USER_AGENT,
         "Wakeup-Instance": instance_id,
@@ -67,13 +114,62 @@ def call_wake(url: str, instance_id: str, timeout_s: float) -> CallOutcome:
     try:
         # The body is never read: only the status counts, and a large or endless body must not
         # hold the call open.
-        response = pool.request("GET", wake_url(url), headers=headers, redirect=False, preload_content=False)
+        response = pool.urlopen(
+            "GET", target.path, headers=headers, redirect=False, preload_content=False, assert_same_host=False
+        )
         response.close()
     except HTTPError as exc:
         return CallOutcome(status=None, error=describe_failure(exc, timeout_s))
     finally:
-        pool.clear()
+        pool.close()
     return outcome_of_status(response.status)
+
+
+def _connect_to_checked(connection: Any, addresses: Sequence[str]) -> socket.socket:
+    """A socket to the first of the checked `addresses` that accepts, as urllib3 would connect to
+    the host name's (the name is not resolved again: that answer could differ)."""
+    failure: OSError | None = None
+    for address in addresses:
+        try:
+            return create_connection(
+                (address, connection.port),
+                connection.timeout,
+                source_address=connection.source_address,
+                socket_options=connection.socket_options,
+            )
+        except TimeoutError as exc:
+            raise ConnectTimeoutError(connection, f"connection to {connection.host} timed out") from exc
+        except OSError as exc:
+            failure = exc
+    raise NewConnectionError(connection, f"failed to establish a new connection: {failure}") from failure
+
+
+class _PinnedHTTPConnection(HTTPConnection):
+    def __init__(self, *args: Any, addresses: Sequence[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.checked_addresses = tuple(addresses)
+
+    def _new_conn(self) -> socket.socket:
+        return _connect_to_checked(self, self.checked_addresses)
+
+
+class _PinnedHTTPSConnection(HTTPSConnection):
+    # TLS goes over the pinned socket with server_hostname = the host name: SNI and the
+    # certificate check are the host name's, as without pinning.
+    def __init__(self, *args: Any, addresses: Sequence[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.checked_addresses = tuple(addresses)
+
+    def _new_conn(self) -> socket.socket:
+        return _connect_to_checked(self, self.checked_addresses)
+
+
+class _PinnedHTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _PinnedHTTPConnection
+
+
+class _PinnedHTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _PinnedHTTPSConnection
 
 
 def outcome_of_status(status: int) -> CallOutcome:

@@ -2,9 +2,11 @@
 
 import re
 from datetime import datetime
+from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from wakeup.addresses import REFUSED_URL, AddressPolicy, literal_address
 from wakeup.errors import BadRequestError, ForbiddenError, NotFoundError
 from wakeup.model import Instance, TokenOwner
 from wakeup.observability import logger
@@ -19,9 +21,24 @@ _LIMIT = re.compile(r"[0-9]{1,3}")
 TOKEN_RULE = "token must be an instance token: swi_ followed by 32 to 128 url-safe base64 characters"
 
 
-def register(store: Store, triggers: Triggers, account: TokenOwner, url: str, token: str, now: datetime) -> Registered:
-    """The instance for this token: new, as it was (same URL), or moved to `url` (its wake forgotten)."""
+def register(
+    store: Store,
+    triggers: Triggers,
+    account: TokenOwner,
+    url: str,
+    token: str,
+    now: datetime,
+    addresses: AddressPolicy,
+) -> Registered:
+    """The instance for this token: new, as it was (same URL), or moved to `url` (its wake forgotten).
+
+    A URL whose host is an address the caller may not call is refused now (a host name is checked
+    at each call, on the addresses it resolves to then).
+    """
     normalised = normalise_url(url)
+    literal = literal_address(urlsplit(normalised).hostname or "")
+    if literal is not None and addresses.refuses(literal):
+        raise BadRequestError(REFUSED_URL)
     if not is_token(token, TokenKind.INSTANCE):
         raise BadRequestError(TOKEN_RULE)
     registered = store.register_instance(account.account_id, normalised, hash_token(token), now)

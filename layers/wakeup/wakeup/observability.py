@@ -14,6 +14,7 @@ class Metric(StrEnum):
 
     WAKES_CALLED = "WakesCalled"
     CALLS_FAILED = "CallsFailed"
+    CALLS_REFUSED = "CallsRefused"  # failed calls the address policy refused (a part of CallsFailed)
     WAKE_LATENESS = "WakeLateness"
     RETRIES_SCHEDULED = "RetriesScheduled"
     STALE_TRIGGERS_DROPPED = "StaleTriggersDropped"

@@ -11,7 +11,9 @@ import functools
 import os
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from wakeup.addresses import DEFAULT_DENIED_CIDRS, AddressPolicy, parse_networks
 
 SQS_MAX_DELAY_S = 900
 # Scheduler fires within its minute; a lead beyond two minutes only wastes the SQS delay after it.
@@ -43,6 +45,21 @@ class Settings(BaseModel):
     sweep_grace_s: int = Field(30, alias="WAKEUP_SWEEP_GRACE_S", ge=0)
     # 0: retry for as long as the registration stands.
     max_wake_age_s: int = Field(0, alias="WAKEUP_MAX_WAKE_AGE_S", ge=0)
+    # Address ranges the caller never calls (comma-separated CIDRs), less those allowed anyway:
+    # by default the internal ones (wakeup.addresses); the local stack allows loopback.
+    call_denied_cidrs: str = Field(DEFAULT_DENIED_CIDRS, alias="WAKEUP_CALL_DENIED_CIDRS")
+    call_allowed_cidrs: str = Field("", alias="WAKEUP_CALL_ALLOWED_CIDRS")
+
+    @field_validator("call_denied_cidrs", "call_allowed_cidrs")
+    @classmethod
+    def _cidrs(cls, value: str) -> str:
+        parse_networks(value)  # a ValueError names the range that is not one
+        return value
+
+    @functools.cached_property
+    def address_policy(self) -> AddressPolicy:
+        """The addresses the caller may not call, from the two settings above."""
+        return AddressPolicy.of(self.call_denied_cidrs, self.call_allowed_cidrs)
 
     @model_validator(mode="after")
     def _consistent(self) -> "Settings":
