@@ -4,11 +4,14 @@
 one-time `at(...)` schedule at a random moment within its minute, as AWS does, or exactly on time
 when asked (`WAKEUP_LOCAL_EXACT_SCHEDULES=1`). Just before firing it reads the schedule again (it may
 have been updated or deleted), deletes it when its `ActionAfterCompletion` is `DELETE`, and invokes
-the target function asynchronously with the schedule's `Input`.
+the target function asynchronously with the schedule's `Input`, as Scheduler does: through Lambda's
+asynchronous invocation (async_invoke.py), which retries a function error and sends what still
+fails to the function's `EventInvokeConfig` destination.
 
 `RecurringRunner` runs the template's own scheduled functions (`Schedule`/`ScheduleV2` events,
 `AWS::Scheduler::Schedule` and `AWS::Events::Rule` resources with `rate(...)`) every period, or every
-`WAKEUP_LOCAL_SWEEP_S` seconds when set, and at once on `run_now()`.
+`WAKEUP_LOCAL_SWEEP_S` seconds when set, asynchronously as well; and at once, synchronously, on
+`run_now()`.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import re
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -36,6 +39,9 @@ if TYPE_CHECKING:
     from mypy_boto3_scheduler.type_defs import GetScheduleOutputTypeDef
 
 log = logging.getLogger(__name__)
+
+# Queues an asynchronous invocation of a function with an event (AsyncInvoker.invoke).
+InvokeAsync = Callable[[LocalFunction, Any], Any]
 
 # Scheduler fires a one-time schedule anywhere within the minute it names.
 FIRING_WINDOW_S = 60.0
@@ -103,6 +109,7 @@ class ScheduleWatcher:
         scheduler: EventBridgeSchedulerClient,
         groups: list[str],
         functions: Functions,
+        invoke_async: InvokeAsync,
         *,
         exact: bool = False,
         rng: random.Random | None = None,
@@ -111,13 +118,13 @@ class ScheduleWatcher:
         self._scheduler = scheduler
         self._groups = groups
         self._functions = functions
+        self._invoke_async = invoke_async
         self._exact = exact
         self._rng = rng or random.Random()
         self._poll_interval_s = poll_interval_s
         self._watched: dict[tuple[str, str], _Watched] = {}
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self._invokers = ThreadPoolExecutor(max_workers=16, thread_name_prefix="scheduler-target")
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="scheduler", daemon=True)
@@ -130,7 +137,6 @@ class ScheduleWatcher:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        self._invokers.shutdown(wait=True)
 
     def _run(self) -> None:
         next_poll = 0.0
@@ -251,7 +257,7 @@ class ScheduleWatcher:
             log.warning("schedule %s/%s targets %s, not a function of this stack", *key, target.get("Arn"))
             return
         log.info("schedule %s/%s fired (%s)", watched.group, watched.name, detail.get("ScheduleExpression"))
-        self._invokers.submit(_invoke_async, function, _payload(target.get("Input")))
+        self._invoke_async(function, _payload(target.get("Input")))
 
     def _delete(self, watched: _Watched) -> None:
         try:
@@ -280,16 +286,6 @@ def _payload(raw_input: Any) -> Any:
         return json.loads(raw_input)
     except (TypeError, ValueError):
         return raw_input
-
-
-def _invoke_async(function: LocalFunction, event: Any) -> None:
-    """An asynchronous invocation: whatever the function does, nobody waits for its result."""
-    try:
-        function.invoke(event)
-    except Exception:
-        # Lambda would log the error and, for an asynchronous invocation, retry later; the table
-        # stays the truth and the sweeper recovers what is left pending.
-        log.exception("%s failed on a scheduled invocation", function.name)
 
 
 def _iso(epoch: float | None) -> str:
@@ -388,14 +384,17 @@ def _recurring(
 
 
 class RecurringRunner:
-    """Runs the recurring schedules every period (or `period_override_s`), one run of each at a time."""
+    """Runs the recurring schedules every period (or `period_override_s`), each run an asynchronous
+    invocation as Scheduler's (they may overlap, as on AWS)."""
 
-    def __init__(self, schedules: list[RecurringSchedule], period_override_s: float | None = None) -> None:
+    def __init__(
+        self, schedules: list[RecurringSchedule], invoke_async: InvokeAsync, period_override_s: float | None = None
+    ) -> None:
         self.schedules = schedules
+        self._invoke_async = invoke_async
         self._period_override_s = period_override_s
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self._runs = ThreadPoolExecutor(max_workers=max(1, len(schedules)), thread_name_prefix="recurring")
 
     def period(self, schedule: RecurringSchedule) -> float:
         return self._period_override_s or schedule.period_s
@@ -413,10 +412,10 @@ class RecurringRunner:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        self._runs.shutdown(wait=True)
 
     def run_now(self) -> list[Any]:
-        """Runs every recurring schedule now, waiting for a run under way; a failure raises."""
+        """Runs every recurring schedule now, synchronously (one such run of each at a time), and
+        returns their results; a failure raises."""
         results = []
         for schedule in self.schedules:
             with schedule.lock:
@@ -430,18 +429,5 @@ class RecurringRunner:
             for schedule in self.schedules:
                 if next_runs[schedule.name] <= now:
                     next_runs[schedule.name] = now + self.period(schedule)
-                    self._runs.submit(self._run_one, schedule)
+                    self._invoke_async(schedule.function, schedule.event())
             self._stopping.wait(max(0.0, min(next_runs.values()) - time.monotonic()))
-
-    @staticmethod
-    def _run_one(schedule: RecurringSchedule) -> None:
-        if not schedule.lock.acquire(blocking=False):
-            log.info("%s is still running; this period's run is skipped", schedule.name)
-            return
-        try:
-            schedule.function.invoke(schedule.event())
-        except Exception:
-            # As for any scheduled invocation: logged, and the next period runs again.
-            log.exception("%s failed on its scheduled run", schedule.function.name)
-        finally:
-            schedule.lock.release()

@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any
 
 from wakeup.addresses import LOOPBACK_CIDRS
+from wakeup_local.async_invoke import AsyncInvoker, Attempt, event_invoke_configs
 from wakeup_local.aws import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY, AwsClients, make_clients
 from wakeup_local.functions import Functions, FunctionSpec, function_specs, load_functions
 from wakeup_local.gateway import Gateway, routes_from
@@ -46,6 +47,8 @@ CALL_ALLOWED_CIDRS_ENV = "WAKEUP_CALL_ALLOWED_CIDRS"
 # scaling: each mapping starts at its maximum concurrency), for quick local work; AWS's limits are
 # the default.
 UNBOUNDED_ENV = "WAKEUP_LOCAL_UNBOUNDED"
+# Multiplies the waits between Lambda's asynchronous retries and the maximum event age (1: AWS's).
+ASYNC_TIME_SCALE_ENV = "WAKEUP_LOCAL_ASYNC_TIME_SCALE"
 # Environment that could send the handlers' boto3 calls anywhere but the local moto server.
 _AWS_ENV_REMOVED = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
 
@@ -133,6 +136,7 @@ class LocalStack:
         self._poller: SqsPoller | None = None
         self._watcher: ScheduleWatcher | None = None
         self._recurring: RecurringRunner | None = None
+        self._async: AsyncInvoker | None = None
         self._clients: AwsClients | None = None
         self.endpoint_url = ""
         self.resources = StackResources()
@@ -163,6 +167,12 @@ class LocalStack:
         if self._recurring is None:
             raise RuntimeError("the local stack is not running")
         return self._recurring.run_now()
+
+    def async_attempts(self, logical_id: str) -> list[Attempt]:
+        """Every run of the function's asynchronous events (Scheduler's invocations) so far."""
+        if self._async is None:
+            raise RuntimeError("the local stack is not running")
+        return self._async.history(self.functions.by_logical_id(logical_id).name)
 
     def event_source_counters(self) -> dict[str, Counters]:
         """What each SQS event source mapping has done (`Function.Event`: batches, concurrency)."""
@@ -221,22 +231,31 @@ class LocalStack:
         self._poller = SqsPoller(
             event_sources(self.functions, self.resources, unbounded=unbounded), self._clients.sqs, self.region
         )
+        self._async = AsyncInvoker(
+            event_invoke_configs(template, self.functions, self.resources, resolver),
+            self._clients.sqs,
+            time_scale=float(settings_env.get(ASYNC_TIME_SCALE_ENV) or 1.0),
+        )
         self._watcher = ScheduleWatcher(
             self._clients.scheduler,
             list(self.resources.schedule_groups.values()),
             self.functions,
+            self._async.invoke,
             exact=_truthy(settings_env.get(EXACT_SCHEDULES_ENV)),
             rng=self._rng,
         )
         sweep = settings_env.get(SWEEP_PERIOD_ENV)
         self._recurring = RecurringRunner(
-            recurring_schedules(template, resolver, self.functions), float(sweep) if sweep else None
+            recurring_schedules(template, resolver, self.functions),
+            self._async.invoke,
+            float(sweep) if sweep else None,
         )
         self._gateway.routes = routes_from(self.functions)
         if not unbounded:
             self._gateway.buckets = route_buckets(
                 api_throttles(template, resolver), {(route.api, route.route_key) for route in self._gateway.routes}
             )
+        self._async.start()
         self._poller.start()
         self._watcher.start()
         self._recurring.start()
@@ -277,10 +296,10 @@ class LocalStack:
         """Stops everything that started, in reverse order; safe to call more than once."""
         if self._gateway is not None:
             self._gateway.stop()
-        for part in (self._recurring, self._watcher, self._poller):
+        for part in (self._recurring, self._watcher, self._poller, self._async):
             if part is not None:
                 part.stop()
-        self._recurring = self._watcher = self._poller = None
+        self._recurring = self._watcher = self._poller = self._async = None
         if self._clients is not None:
             self._clients.close()
             self._clients = None
