@@ -60,7 +60,17 @@ def build() -> dict[str, Any]:
     models: list[tuple[type[BaseModel], Literal["validation"]]] = [(model, "validation") for model in every_model]
     _, schemas = models_json_schema(models, ref_template="#/components/schemas/{model}")
     merge.add_schema({"components": {"schemas": schemas["$defs"]}})
-    return _without_unused_schemas(merge.get_openapi_schema())
+    return _without_empty_content(_without_unused_schemas(merge.get_openapi_schema()))
+
+
+def _without_empty_content(document: dict[str, Any]) -> dict[str, Any]:
+    """A reply without a body (204) has no content at all, rather than an empty map."""
+    for item in document["paths"].values():
+        for operation in item.values():
+            for reply in operation["responses"].values():
+                if reply.get("content") == {}:
+                    del reply["content"]
+    return document
 
 
 def _without_unused_schemas(document: dict[str, Any]) -> dict[str, Any]:

@@ -35,9 +35,9 @@ def replies(ok: dict[int, tuple[str | None, str]], errors: tuple[int, ...]) -> d
     and its errors, each in the service's shape (or API Gateway's, for the statuses it answers)."""
     documented: dict[int, Any] = {}
     for status, (schema, description) in ok.items():
-        documented[status] = {"description": description}
-        if schema is not None:
-            documented[status]["content"] = {JSON: {"schema": ref(schema)}}
+        # No body: an empty content map, which `apidoc` leaves out (Powertools would otherwise
+        # document the route's return type as a JSON body).
+        documented[status] = {"description": description, "content": {JSON: {"schema": ref(schema)}} if schema else {}}
     for status in sorted({*errors, *GATEWAY_STATUSES}):
         shape = {"anyOf": [ref("Error"), ref("GatewayError")]} if status in GATEWAY_STATUSES else ref("Error")
         documented[status] = {"description": ERRORS[status], "content": {JSON: {"schema": shape}}}
