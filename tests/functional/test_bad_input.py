@@ -121,9 +121,10 @@ def test_a_lone_surrogate_is_400_not_a_retry(env: Deployed, account: str) -> Non
     )
 
 
-def test_a_base64_body_that_is_not_base64_is_400(account: str) -> None:
+@pytest.mark.parametrize("text", ["not base64 !", "é"])
+def test_a_base64_body_that_is_not_base64_is_400(account: str, text: str) -> None:
     event = api_event(REGISTER_INSTANCE, token=account, body=json.dumps(registration()))
-    event["body"], event["isBase64Encoded"] = "not base64 !", True
+    event["body"], event["isBase64Encoded"] = text, True
 
     reply = instances(event)
 

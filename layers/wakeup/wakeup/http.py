@@ -5,7 +5,6 @@ raise and never build an error reply themselves.
 """
 
 import base64
-import binascii
 import json
 import re
 from typing import Any, TypeVar
@@ -107,7 +106,7 @@ def body_bytes(event: APIGatewayProxyEventV2) -> bytes:
     if event.is_base64_encoded:
         try:
             return base64.b64decode(body, validate=True)
-        except binascii.Error:
+        except ValueError:  # binascii.Error, or text that is not ASCII
             raise BadRequestError("the body must be a JSON object") from None
     # A body API Gateway passed as text is text; a lone surrogate in it stays for the decoder to refuse.
     return body.encode("utf-8", "surrogatepass")
