@@ -1,9 +1,13 @@
 """`wakeup-admin`: the operator's CLI over the table (AWS credentials, or the local stack's
 `AWS_ENDPOINT_URL`).
 
-    wakeup-admin accounts mint --label L     prints the new account's token once, alone on stdout
+    wakeup-admin accounts mint --label L     prints the new account's token, then its signing
+                                             secret, once each, one per line on stdout
     wakeup-admin accounts list
     wakeup-admin accounts revoke ID
+    wakeup-admin accounts rotate-signing-secret ID [--overlap 24h]
+                                             prints the new signing secret once; the old one
+                                             keeps signing beside it for the overlap
     wakeup-admin instances list [--account ID]
     wakeup-admin instances show ID
     wakeup-admin wakes failing               pending wakes whose last call failed
@@ -12,37 +16,69 @@
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 from urllib.parse import urlsplit
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-from wakeup.accounts import mint_account, revoke_account
+from wakeup.accounts import mint_account, revoke_account, rotate_signing_secret, signing_secret
 from wakeup.api_models import instance_reply
+from wakeup.factories import signing_keys
 from wakeup.model import Account, Instance
+from wakeup.signing import SigningKeys
 from wakeup.store import Store, is_id
 from wakeup.times import format_time
+
+DEFAULT_OVERLAP = "24h"
+_DURATION = re.compile(r"(\d+)([smhd]?)")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 class UsageError(Exception):
     """Raised when the command line cannot be acted on (exit 2)."""
 
 
+def _duration(text: str) -> timedelta:
+    """`90`, `90s`, `30m`, `24h`, `7d`: whole seconds, minutes, hours or days."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 90s, 30m, 24h or 7d")
+    return timedelta(seconds=int(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wakeup-admin", description="Operate a wakeup service's table.")
     parser.add_argument("--table", default=os.environ.get("WAKEUP_TABLE"), help="the table (default: $WAKEUP_TABLE)")
+    parser.add_argument(
+        "--master-key-secret",
+        default=os.environ.get("WAKEUP_MASTER_KEY_SECRET"),
+        help="the Secrets Manager secret of the signing master key, for mint and rotate-signing-secret "
+        "(default: $WAKEUP_MASTER_KEY_SECRET; the stack's output SigningMasterKeyArn)",
+    )
     topics = parser.add_subparsers(dest="topic", required=True)
 
     accounts = topics.add_parser("accounts", help="mint, list and revoke accounts").add_subparsers(
         dest="action", required=True
     )
-    accounts.add_parser("mint", help="mint an account; its token is printed once").add_argument(
+    accounts.add_parser("mint", help="mint an account; its token and signing secret are printed once").add_argument(
         "--label", required=True, help="whose account it is"
     )
     accounts.add_parser("list", help="every account")
     accounts.add_parser("revoke", help="revoke an account and its instances' tokens").add_argument("id")
+    rotate = accounts.add_parser(
+        "rotate-signing-secret", help="a new signing secret; the old one keeps signing for the overlap"
+    )
+    rotate.add_argument("id")
+    rotate.add_argument(
+        "--overlap",
+        type=_duration,
+        default=_duration(DEFAULT_OVERLAP),
+        help=f"how long the old secret keeps signing beside the new one (default {DEFAULT_OVERLAP})",
+    )
 
     instances = topics.add_parser("instances", help="list and inspect instances").add_subparsers(
         dest="action", required=True
@@ -96,6 +132,15 @@ def _local_credentials() -> None:
         os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
 
 
+def _keys(args: argparse.Namespace) -> SigningKeys:
+    if not args.master_key_secret:
+        raise UsageError(
+            "no signing master key: pass --master-key-secret or set WAKEUP_MASTER_KEY_SECRET "
+            "(the stack's output SigningMasterKeyArn; make run prints it)"
+        )
+    return signing_keys(args.master_key_secret)
+
+
 def run(args: argparse.Namespace) -> int:
     if not args.table:
         raise UsageError("no table: pass --table or set WAKEUP_TABLE (make run prints it)")
@@ -103,9 +148,15 @@ def run(args: argparse.Namespace) -> int:
     store = Store(args.table)
     match args.topic, args.action:
         case "accounts", "mint":
+            keys = _keys(args)  # before minting: an account whose secret cannot be shown is no use
             account, token = mint_account(store, args.label)
-            print(f"minted account {account.id} ({account.label}); its token is shown only now:", file=sys.stderr)
+            print(
+                f"minted account {account.id} ({account.label}); its token, then the secret its hosts verify "
+                "wakes with, are shown only now:",
+                file=sys.stderr,
+            )
             print(token)
+            print(signing_secret(keys, account))
         case "accounts", "list":
             _rows(["ID", "LABEL", "CREATED", "REVOKED"], map(_account_row, store.list_accounts()))
         case "accounts", "revoke":
@@ -114,6 +165,19 @@ def run(args: argparse.Namespace) -> int:
                 print(f"wakeup-admin: no account {args.id}", file=sys.stderr)
                 return 1
             print(f"revoked account {revoked.id} ({revoked.label}) and its instances' tokens")
+        case "accounts", "rotate-signing-secret":
+            rotated = rotate_signing_secret(store, _keys(args), args.id, args.overlap) if is_id(args.id) else None
+            if rotated is None:
+                print(f"wakeup-admin: no live account {args.id}, or it was rotated meanwhile", file=sys.stderr)
+                return 1
+            account, secret = rotated
+            until = account.signing.previous_until
+            print(
+                f"account {account.id} ({account.label}) signs with a new secret, shown only now; the previous "
+                f"one signs beside it until {format_time(until) if until else 'now'}:",
+                file=sys.stderr,
+            )
+            print(secret)
         case "instances", "list":
             _rows(INSTANCE_HEADER, map(_instance_row, _instances(store, args.account)))
         case "instances", "show":

@@ -11,10 +11,13 @@ into a ``requests.Session`` as a transport adapter, so the real clients talk to 
 Nothing calls hosts: a test asks ``fake.due(when)`` which wakes the service would call by then,
 and reports each host's answer with ``fake.record_answer(wake, status)``, which updates
 ``calledAt``, ``attempts`` and ``lastError`` (and the retry backoff) as the service would.
+Each due wake carries the ``headers`` the service would sign its call with, so a host's
+``/wake`` handler can be tested with ``verify_wake`` and ``fake.signing_secret()``.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import json
@@ -23,7 +26,7 @@ import secrets
 import threading
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 from typing import Any
@@ -31,6 +34,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
+from standardwebhooks.webhooks import Webhook
 from urllib3 import HTTPResponse
 
 from .formats import format_time, normalise_url, parse_time
@@ -56,6 +60,9 @@ class DueWake:
     at: datetime
     attempt: int
     """1 for the first call, n + 1 after n failures in a row."""
+    headers: dict[str, str] = field(default_factory=dict, compare=False)
+    """The Standard Webhooks headers the service signs this call with (``verify_wake`` checks them);
+    left out of comparisons, since they hold the moment of signing."""
 
 
 class _Refusal(Exception):
@@ -68,10 +75,23 @@ class _Refusal(Exception):
         self.headers = headers or {}
 
 
+def _new_key() -> str:
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
 @dataclass
 class _Account:
     id: str
     revoked: bool = False
+    # The signing secret, and during a rotation the one it replaced with the end of its overlap.
+    secret: str = field(default_factory=_new_key)
+    previous_secret: str | None = None
+    previous_until: datetime | None = None
+
+    def signing_secrets(self, moment: datetime) -> list[str]:
+        if self.previous_secret is not None and self.previous_until is not None and moment < self.previous_until:
+            return [self.secret, self.previous_secret]
+        return [self.secret]
 
 
 @dataclass
@@ -82,6 +102,8 @@ class _Instance:
     token_hash: str
     seq: int
     at: datetime | None = None
+    # A new one for each registered wake, as the service's webhook-ids name it.
+    reg: str | None = None
     called_at: datetime | None = None
     attempts: int = 0
     last_error: str | None = None
@@ -139,6 +161,19 @@ class FakeWakeupService:
             self._accounts[_hash(token)] = _Account(id=str(uuid.uuid4()))
         return token
 
+    def signing_secret(self, account_token: str | None = None) -> str:
+        """The ``whsec_`` secret the account (the first one by default) signs its wakes with now."""
+        with self._lock:
+            return self._accounts[_hash(account_token or self.account_token)].secret
+
+    def rotate_signing_secret(self, account_token: str | None = None, overlap: timedelta = timedelta(hours=24)) -> str:
+        """A new signing secret for the account; the old one signs beside it for ``overlap``."""
+        with self._lock:
+            account = self._accounts[_hash(account_token or self.account_token)]
+            account.previous_secret, account.previous_until = account.secret, self._clock() + overlap
+            account.secret = _new_key()
+            return account.secret
+
     def revoke_account(self, token: str) -> None:
         """Revoke the account: its token and its instances' tokens get 401 from now on."""
         with self._lock:
@@ -150,7 +185,22 @@ class FakeWakeupService:
         with self._lock:
             pending = [i for i in self._instances.values() if i.next_call is not None and i.next_call <= moment]
             pending.sort(key=lambda i: (i.next_call, i.seq))
-            return [DueWake(i.id, i.url, i.at, i.attempts + 1) for i in pending if i.at is not None]
+            return [
+                DueWake(i.id, i.url, i.at, i.attempts + 1, self._signed(i, moment)) for i in pending if i.at is not None
+            ]
+
+    def _signed(self, instance: _Instance, moment: datetime) -> dict[str, str]:
+        """The headers the service would sign a call to ``instance`` at ``moment`` with."""
+        msg_id = f"wake_{instance.id}_{instance.reg}_{instance.attempts}"
+        secrets_now = self._account_by_id(instance.account_id).signing_secrets(moment)
+        return {
+            "webhook-id": msg_id,
+            "webhook-timestamp": str(int(moment.timestamp())),
+            # The library reads the moment as UTC whatever its zone: it is given one in UTC.
+            "webhook-signature": " ".join(
+                Webhook(secret).sign(msg_id, moment.astimezone(UTC), "") for secret in secrets_now
+            ),
+        }
 
     def next_due(self) -> datetime | None:
         """When the next call falls due (a wake's time, or a retry's), None when nothing is pending."""
@@ -315,6 +365,7 @@ class FakeWakeupService:
         # The newest registration is the only one that counts: whatever was pending is replaced.
         instance.forget_wake()
         instance.at = instance.next_call = moment
+        instance.reg = uuid.uuid4().hex
         return 204, None
 
 

@@ -17,7 +17,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from wakeup.delivery import Caller, Source, parse_trigger, publish, publish_baseline
-from wakeup.factories import get_store, get_triggers
+from wakeup.factories import get_signing_keys, get_store, get_triggers
 from wakeup.host_call import call_wake
 from wakeup.model import Trigger
 from wakeup.observability import logger, metrics, tracer
@@ -31,7 +31,7 @@ def _caller() -> Caller:
     settings = get_settings()
     # Every call checks the addresses it connects to against the operator's ranges.
     call = functools.partial(call_wake, addresses=settings.address_policy)
-    return Caller(get_store(), get_triggers(), settings, call=call)
+    return Caller(get_store(), get_triggers(), settings, call=call, signing=get_signing_keys())
 
 
 def _trigger_in(body: str, message_id: str) -> Trigger:

@@ -9,6 +9,7 @@ from botocore.config import Config
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_scheduler import EventBridgeSchedulerClient
+    from mypy_boto3_secretsmanager import SecretsManagerClient
     from mypy_boto3_sqs import SQSClient
 
 # Any value will do for moto; they are set explicitly so that no real credentials are ever used.
@@ -30,12 +31,14 @@ class AwsClients:
     dynamodb: "DynamoDBClient"
     sqs: "SQSClient"
     scheduler: "EventBridgeSchedulerClient"
+    secretsmanager: "SecretsManagerClient"
 
     def close(self) -> None:
         """Closes the clients' connections."""
         self.dynamodb.close()
         self.sqs.close()
         self.scheduler.close()
+        self.secretsmanager.close()
 
 
 def make_clients(endpoint_url: str, region: str) -> AwsClients:
@@ -48,4 +51,5 @@ def make_clients(endpoint_url: str, region: str) -> AwsClients:
         dynamodb=session.client("dynamodb", endpoint_url=endpoint_url, config=_CONFIG),
         sqs=session.client("sqs", endpoint_url=endpoint_url, config=_CONFIG),
         scheduler=session.client("scheduler", endpoint_url=endpoint_url, config=_CONFIG),
+        secretsmanager=session.client("secretsmanager", endpoint_url=endpoint_url, config=_CONFIG),
     )

@@ -11,6 +11,7 @@ from wakeup_local.aws import AwsClients
 from wakeup_local.template import (
     DYNAMODB_TABLE,
     SCHEDULE_GROUP,
+    SECRET,
     SQS_QUEUE,
     Resolver,
     Template,
@@ -52,6 +53,8 @@ class StackResources:
     tables: dict[str, str] = field(default_factory=dict)
     queues: dict[str, Queue] = field(default_factory=dict)
     schedule_groups: dict[str, str] = field(default_factory=dict)
+    # Secrets Manager secrets by logical id: their ARNs (what `Ref` gives).
+    secrets: dict[str, str] = field(default_factory=dict)
 
     def queue_by_arn(self, arn: str) -> Queue:
         for queue in self.queues.values():
@@ -61,8 +64,13 @@ class StackResources:
 
 
 def create_resources(template: Template, resolver: Resolver, clients: AwsClients) -> StackResources:
-    """Creates every table, queue and schedule group the template defines (and its conditions allow)."""
+    """Creates every table, queue, schedule group and secret the template defines (and its
+    conditions allow)."""
     created = StackResources()
+    # Secrets first: functions' settings and other resources may name them.
+    for logical_id, definition in template.of_type(SECRET):
+        if resolver.is_created(logical_id):
+            created.secrets[logical_id] = _create_secret(logical_id, definition, resolver, clients)
     for logical_id, definition in template.of_type(DYNAMODB_TABLE):
         if resolver.is_created(logical_id):
             created.tables[logical_id] = _create_table(logical_id, definition, resolver, clients)
@@ -81,6 +89,8 @@ def delete_resources(resources: StackResources, clients: AwsClients) -> None:
         clients.sqs.delete_queue(QueueUrl=queue.url)
     for group in resources.schedule_groups.values():
         clients.scheduler.delete_schedule_group(Name=group)
+    for secret in resources.secrets.values():
+        clients.secretsmanager.delete_secret(SecretId=secret, ForceDeleteWithoutRecovery=True)
 
 
 def _properties(definition: dict[str, Any], resolver: Resolver) -> dict[str, Any]:
@@ -226,6 +236,58 @@ def _create_schedule_group(logical_id: str, definition: dict[str, Any], resolver
     )
     log.info("schedule group created: %s (%s)", name, logical_id)
     return name
+
+
+# --- Secrets Manager -------------------------------------------------------------------------------
+
+# GenerateSecretString's options that GetRandomPassword takes under the same names
+# (AWS::SecretsManager::Secret GenerateSecretString, CloudFormation template reference).
+_PASSWORD_OPTIONS = (
+    "ExcludeCharacters",
+    "ExcludeLowercase",
+    "ExcludeNumbers",
+    "ExcludePunctuation",
+    "ExcludeUppercase",
+    "IncludeSpace",
+    "PasswordLength",
+    "RequireEachIncludedType",
+)
+
+
+def _create_secret(logical_id: str, definition: dict[str, Any], resolver: Resolver, clients: AwsClients) -> str:
+    """The secret with its `SecretString`, or one generated as CloudFormation's
+    `GenerateSecretString` asks (a random password, put under `GenerateStringKey` of
+    `SecretStringTemplate` when both are given); `Ref` is its ARN."""
+    properties = _properties(definition, resolver)
+    name = resolver.physical_name(logical_id)
+    value = properties.get("SecretString")
+    generate = properties.get("GenerateSecretString")
+    if value is None and generate is not None:
+        options = {key: _password_option(key, generate[key]) for key in _PASSWORD_OPTIONS if key in generate}
+        password = clients.secretsmanager.get_random_password(**options)["RandomPassword"]
+        if "GenerateStringKey" in generate:
+            document = json.loads(generate.get("SecretStringTemplate") or "{}")
+            document[generate["GenerateStringKey"]] = password
+            value = json.dumps(document)
+        else:
+            value = password
+    request: dict[str, Any] = {"Name": name, "SecretString": value or ""}
+    if properties.get("Description"):
+        request["Description"] = str(properties["Description"])
+    if properties.get("Tags"):
+        request["Tags"] = [{"Key": str(tag["Key"]), "Value": str(tag["Value"])} for tag in properties["Tags"]]
+    arn = clients.secretsmanager.create_secret(**request)["ARN"]
+    resolver.set_ref(logical_id, arn)
+    log.info("secret created: %s (%s)", name, logical_id)
+    return str(arn)
+
+
+def _password_option(key: str, value: Any) -> Any:
+    if key == "ExcludeCharacters":
+        return str(value)
+    if key == "PasswordLength":
+        return int(value)
+    return _flag(value)
 
 
 def _flag(value: Any) -> bool:

@@ -162,6 +162,26 @@ class LocalStack:
         """A new account's token."""
         return self._account_minter(self.clients, self.table_name, label)
 
+    @property
+    def master_key_secret(self) -> str:
+        """The ARN of the secret that holds the master key of wakes' signatures."""
+        return next(iter(self.resources.secrets.values()), "")
+
+    def signing_secret(self, account_token: str) -> str | None:
+        """The `whsec_` secret that signs the wakes of the account with this token, now (None
+        when no account has this token)."""
+        from wakeup.accounts import signing_secret
+        from wakeup.factories import signing_keys
+        from wakeup.store import Store
+        from wakeup.tokens import hash_token
+
+        store = Store(self.table_name, client=self.clients.dynamodb)
+        owner = store.owner_of(hash_token(account_token))
+        account = store.get_account(owner.account_id) if owner is not None else None
+        if account is None:
+            return None
+        return signing_secret(signing_keys(self.master_key_secret, self.clients.secretsmanager), account)
+
     def run_sweeper(self) -> list[Any]:
         """Runs the template's scheduled functions (the sweeper) now and returns their results."""
         if self._recurring is None:
@@ -181,14 +201,20 @@ class LocalStack:
         return self._poller.counters()
 
     def env_lines(self) -> list[str]:
-        """The lines `wakeup-local` prints, which let a person or a script use the stack at once."""
-        return [
+        """The lines `wakeup-local` prints, which let a person or a script use the stack at once
+        (the first account's signing secret last: a host verifies its wakes with it)."""
+        lines = [
             f"WAKEUP_URL={self.url}",
             f"WAKEUP_ACCOUNT_TOKEN={self.account_token}",
             f"AWS_ENDPOINT_URL={self.endpoint_url}",
             f"AWS_DEFAULT_REGION={self.region}",
             f"WAKEUP_TABLE={self.table_name}",
+            f"WAKEUP_MASTER_KEY_SECRET={self.master_key_secret}",
         ]
+        secret = self.signing_secret(self.account_token) if self.account_token else None
+        if secret is not None:
+            lines.append(f"WAKEUP_SIGNING_SECRET={secret}")
+        return lines
 
     # --- starting and stopping ------------------------------------------------------------------
 

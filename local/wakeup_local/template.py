@@ -27,6 +27,7 @@ SERVERLESS_FUNCTION = "AWS::Serverless::Function"
 DYNAMODB_TABLE = "AWS::DynamoDB::Table"
 SQS_QUEUE = "AWS::SQS::Queue"
 SCHEDULE_GROUP = "AWS::Scheduler::ScheduleGroup"
+SECRET = "AWS::SecretsManager::Secret"
 
 
 class TemplateError(Exception):
@@ -179,6 +180,7 @@ _NAME_LIMITS = {
     SCHEDULE_GROUP: 64,
     "AWS::IAM::Role": 64,
     DYNAMODB_TABLE: 255,
+    SECRET: 512,
 }
 # The property that names a resource when the template gives its name.
 _NAME_PROPERTIES = {
@@ -191,6 +193,7 @@ _NAME_PROPERTIES = {
     "AWS::Logs::LogGroup": "LogGroupName",
     "AWS::SNS::Topic": "TopicName",
     "AWS::Scheduler::Schedule": "Name",
+    SECRET: "Name",
 }
 _SUB_VARIABLE = re.compile(r"\$\{([^}]*)\}")
 

@@ -2,42 +2,66 @@
 
 import os
 import subprocess
-import sys
 import uuid
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import requests
 
+from support.admin import ADMIN, admin
+from support.admin import account_id as id_of_account
 from wakeup.times import now, parse_stored
 from wakeup.tokens import TokenKind, mint
 
-ADMIN = str(Path(sys.executable).with_name("wakeup-admin"))
 
-
-def admin(stack: Any, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "AWS_ENDPOINT_URL": stack.endpoint_url,
-        "AWS_DEFAULT_REGION": stack.region,
-        "AWS_ACCESS_KEY_ID": "local",
-        "AWS_SECRET_ACCESS_KEY": "local",
-        "WAKEUP_TABLE": stack.table_name,
-    }
-    return subprocess.run([ADMIN, *args], env=env, capture_output=True, text=True, timeout=60, check=False)
-
-
-def test_mint_prints_a_working_token_alone_on_stdout_and_list_shows_the_account(stack: Any) -> None:
+def test_mint_prints_a_working_token_then_its_signing_secret_and_list_shows_the_account(stack: Any) -> None:
     minted = admin(stack, "accounts", "mint", "--label", "acme-platform")
     assert minted.returncode == 0, minted.stderr
-    token = minted.stdout.strip()
-    assert token.startswith("swa_") and "\n" not in token
+    token, secret = minted.stdout.splitlines()
+    assert token.startswith("swa_") and secret.startswith("whsec_")
+    assert stack.signing_secret(token) == secret
     reply = requests.get(f"{stack.url}/wakeup/instances", headers={"Authorization": f"Bearer {token}"}, timeout=10)
     assert reply.status_code == 200
     listed = admin(stack, "accounts", "list")
     assert listed.returncode == 0 and "acme-platform" in listed.stdout
-    assert token not in listed.stdout
+    assert token not in listed.stdout and secret not in listed.stdout
+
+
+def test_mint_without_the_master_key_secret_is_refused_before_minting(stack: Any) -> None:
+    env = {**os.environ, "AWS_ENDPOINT_URL": stack.endpoint_url, "AWS_DEFAULT_REGION": stack.region}
+    env.pop("WAKEUP_MASTER_KEY_SECRET", None)
+    result = subprocess.run(
+        [ADMIN, "--table", stack.table_name, "accounts", "mint", "--label", "no-master"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2 and "WAKEUP_MASTER_KEY_SECRET" in result.stderr
+    assert "no-master" not in admin(stack, "accounts", "list").stdout
+
+
+def test_rotating_the_signing_secret_prints_a_new_one_once(stack: Any) -> None:
+    # given
+    token, old = admin(stack, "accounts", "mint", "--label", "rotating").stdout.splitlines()
+    # when
+    rotated = admin(stack, "accounts", "rotate-signing-secret", id_of_account(stack, "rotating"), "--overlap", "2h")
+    # then
+    assert rotated.returncode == 0, rotated.stderr
+    new = rotated.stdout.splitlines()[0]
+    assert new.startswith("whsec_") and new != old
+    assert stack.signing_secret(token) == new
+    assert "signs beside it until" in rotated.stderr
+
+
+def test_rotating_an_unknown_or_revoked_account_fails_clearly(stack: Any) -> None:
+    unknown = admin(stack, "accounts", "rotate-signing-secret", "0b7e1f0e-6f43-4c5e-9d55-3b1f6d3c2a10")
+    assert unknown.returncode == 1 and "no live account" in unknown.stderr
+    admin(stack, "accounts", "mint", "--label", "rotate-revoked")
+    revoked_id = id_of_account(stack, "rotate-revoked")
+    assert admin(stack, "accounts", "revoke", revoked_id).returncode == 0
+    refused = admin(stack, "accounts", "rotate-signing-secret", revoked_id)
+    assert refused.returncode == 1 and "no live account" in refused.stderr
 
 
 def account_row(stack: Any, label: str) -> list[str]:
@@ -49,7 +73,7 @@ def account_row(stack: Any, label: str) -> list[str]:
 def test_a_revoked_accounts_token_and_its_instances_tokens_are_401(stack: Any) -> None:
     # given an account with an instance that registered a wake
     label = f"to-revoke-{uuid.uuid4().hex[:8]}"
-    token = admin(stack, "accounts", "mint", "--label", label).stdout.strip()
+    token = admin(stack, "accounts", "mint", "--label", label).stdout.splitlines()[0]
     auth = {"Authorization": f"Bearer {token}"}
     instance_token = mint(TokenKind.INSTANCE)
     posted = requests.post(
@@ -82,7 +106,7 @@ def test_a_revoked_accounts_token_and_its_instances_tokens_are_401(stack: Any) -
 
 
 def test_instances_show_prints_the_instance(stack: Any) -> None:
-    token = admin(stack, "accounts", "mint", "--label", "show").stdout.strip()
+    token = admin(stack, "accounts", "mint", "--label", "show").stdout.splitlines()[0]
     posted = requests.post(
         f"{stack.url}/wakeup/instances",
         json={"url": "http://shown.test", "token": mint(TokenKind.INSTANCE)},

@@ -25,8 +25,10 @@ from typing import Any
 from moto.server import ThreadedMotoServer
 
 from wakeup import factories
+from wakeup.factories import signing_keys
 from wakeup.model import Trigger
 from wakeup.settings import Settings
+from wakeup.signing import SigningKeys
 from wakeup.store import Store
 from wakeup.times import now
 from wakeup.triggers import Triggers
@@ -75,6 +77,7 @@ class Deployed:
     clients: AwsClients
     store: Store
     triggers: RecordingTriggers
+    signing: SigningKeys
 
     def queued(self, wait_s: float = 0) -> list[Trigger]:
         """The triggers in the caller queue visible now (or within `wait_s`), removed from it."""
@@ -148,6 +151,7 @@ def deployed(endpoint_url: str, **settings: str) -> Iterator[Deployed]:
             "WAKEUP_SCHEDULE_GROUP": resources.schedule_groups["ScheduleGroup"],
             "WAKEUP_CALLER_ARN": f"arn:aws:lambda:{REGION}:123456789012:function:{made.resolver.stack_name}-caller",
             "WAKEUP_SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/scheduler",
+            "WAKEUP_MASTER_KEY_SECRET": resources.secrets["SigningMasterKey"],
             "WAKEUP_CALL_TIMEOUT_S": "2",
             "WAKEUP_CLAIM_LEASE_S": "4",
             # The tests' hosts run on loopback, as the local stack's do.
@@ -155,7 +159,13 @@ def deployed(endpoint_url: str, **settings: str) -> Iterator[Deployed]:
             **settings,
         }
         config = Settings.model_validate(values)
-        yield Deployed(config, clients, Store(config.table, clients.dynamodb), RecordingTriggers(config, clients))
+        yield Deployed(
+            config,
+            clients,
+            Store(config.table, clients.dynamodb),
+            RecordingTriggers(config, clients),
+            signing_keys(config.master_key_secret, clients.secretsmanager),
+        )
 
 
 @contextmanager
@@ -196,6 +206,8 @@ def private_handler(function: str, env: Deployed) -> ModuleType:
     module.get_store = lambda: env.store  # type: ignore[attr-defined]
     module.get_triggers = lambda: env.triggers  # type: ignore[attr-defined]
     module.get_settings = lambda: env.settings  # type: ignore[attr-defined]
+    if hasattr(module, "get_signing_keys"):
+        module.get_signing_keys = lambda: env.signing
     return module
 
 

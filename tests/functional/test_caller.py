@@ -20,8 +20,10 @@ from moto_env import (
     serving_host,
 )
 from sample_events import load_event, scheduler_invocation, sqs_batch
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from wakeup import __version__
+from wakeup.accounts import signing_secret
 from wakeup.addresses import REFUSED_CALL
 from wakeup.model import Trigger
 from wakeup.observability import logger
@@ -96,6 +98,69 @@ def test_a_due_trigger_calls_the_host_once_and_records_the_call(
     assert counted(printed, "WakesCalled") == 1
     [lateness] = emitted_metrics(printed)["WakeLateness"]
     assert 1000 <= lateness < 3000
+
+
+def _signed_by(secret: str, headers: dict[str, str]) -> bool:
+    try:
+        Webhook(secret).verify("", headers, json_parse=False)
+    except WebhookVerificationError:
+        return False
+    return True
+
+
+def test_a_call_is_signed_with_the_accounts_secret_naming_instance_registration_and_attempt(
+    env: Deployed, caller: ModuleType, wake_host: Host
+) -> None:
+    # given
+    instance_id = env.new_instance(wake_host.url)
+    trigger = env.new_wake(instance_id, now() - timedelta(seconds=1))
+    instance = env.store.get_instance(instance_id)
+    assert instance is not None
+    account = env.store.get_account(instance.account_id)
+    assert account is not None
+    other = env.store.get_instance(env.new_instance(wake_host.url))
+    assert other is not None
+    # when
+    handler(caller, sqs_batch(trigger))
+    # then
+    [call] = wake_host.calls
+    assert call.headers["webhook-id"] == f"wake_{instance_id}_{trigger.reg}_0"
+    assert abs(int(call.headers["webhook-timestamp"]) - call.at.timestamp()) <= 1
+    assert _signed_by(signing_secret(env.signing, account), call.headers)
+    # another account's secret does not verify it
+    other_account = env.store.get_account(other.account_id)
+    assert other_account is not None
+    assert not _signed_by(signing_secret(env.signing, other_account), call.headers)
+
+
+def _rotated_call(env: Deployed, caller: ModuleType, host: Host, overlap: timedelta) -> tuple[str, str, Any]:
+    """A call to a new instance of an account whose secret was rotated with `overlap` left (negative:
+    over): the old secret, the new one, and the call."""
+    instance_id = env.new_instance(host.url)
+    instance = env.store.get_instance(instance_id)
+    assert instance is not None
+    account = env.store.get_account(instance.account_id)
+    assert account is not None
+    rotated = env.store.rotate_signing(account, now() + overlap)
+    assert rotated is not None
+    handler(caller, sqs_batch(env.new_wake(instance_id, now() - timedelta(seconds=1))))
+    [call] = [call for call in host.calls if call.headers["Wakeup-Instance"] == instance_id]
+    return signing_secret(env.signing, account), signing_secret(env.signing, rotated), call
+
+
+def test_during_a_rotations_overlap_both_secrets_sign(env: Deployed, caller: ModuleType, wake_host: Host) -> None:
+    old, new, call = _rotated_call(env, caller, wake_host, overlap=timedelta(hours=1))
+    assert old != new
+    assert len(call.headers["webhook-signature"].split(" ")) == 2
+    assert _signed_by(old, call.headers) and _signed_by(new, call.headers)
+
+
+def test_after_a_rotations_overlap_only_the_new_secret_signs(
+    env: Deployed, caller: ModuleType, wake_host: Host
+) -> None:
+    old, new, call = _rotated_call(env, caller, wake_host, overlap=timedelta(seconds=-1))
+    assert len(call.headers["webhook-signature"].split(" ")) == 1
+    assert _signed_by(new, call.headers) and not _signed_by(old, call.headers)
 
 
 def test_the_records_of_a_batch_are_called_concurrently(env: Deployed, caller: ModuleType) -> None:

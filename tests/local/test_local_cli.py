@@ -1,4 +1,4 @@
-"""`wakeup-local` as `make run` starts it: five lines on stdout, serving, a clean stop on a signal."""
+"""`wakeup-local` as `make run` starts it: seven lines on stdout, serving, a clean stop on a signal."""
 
 import os
 import queue
@@ -70,24 +70,34 @@ def wakeup_local(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], "queue
         (signal.SIGTERM, True),  # a supervisor (systemd, `timeout`) stopping the whole group
     ],
 )
-def test_it_prints_five_lines_serves_and_stops_cleanly_on_a_signal(
+def test_it_prints_seven_lines_serves_and_stops_cleanly_on_a_signal(
     wakeup_local: tuple[subprocess.Popen[str], "queue.Queue[str | None]", Path],
     stop_signal: signal.Signals,
     to_group: bool,
 ) -> None:
     process, lines, stderr_path = wakeup_local
     printed = []
-    for _ in range(5):
+    for _ in range(7):
         line = lines.get(timeout=START_TIMEOUT_S)
         assert line is not None, f"wakeup-local ended early:\n{stderr_path.read_text()}"
         printed.append(line.rstrip("\n"))
     names = [line.partition("=")[0] for line in printed]
-    assert names == ["WAKEUP_URL", "WAKEUP_ACCOUNT_TOKEN", "AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION", "WAKEUP_TABLE"]
+    assert names == [
+        "WAKEUP_URL",
+        "WAKEUP_ACCOUNT_TOKEN",
+        "AWS_ENDPOINT_URL",
+        "AWS_DEFAULT_REGION",
+        "WAKEUP_TABLE",
+        "WAKEUP_MASTER_KEY_SECRET",
+        "WAKEUP_SIGNING_SECRET",
+    ]
     values = dict(line.partition("=")[::2] for line in printed)
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+", values["WAKEUP_URL"])
     assert re.fullmatch(r"swa_[A-Za-z0-9_-]{43}", values["WAKEUP_ACCOUNT_TOKEN"])
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+", values["AWS_ENDPOINT_URL"])
     assert values["AWS_DEFAULT_REGION"] == "us-east-1"
+    assert values["WAKEUP_MASTER_KEY_SECRET"].startswith("arn:aws:secretsmanager:us-east-1:")
+    assert re.fullmatch(r"whsec_[A-Za-z0-9+/]{43}=", values["WAKEUP_SIGNING_SECRET"])
 
     # the token works at once, and the table is where the lines say
     reply = requests.get(
@@ -104,7 +114,7 @@ def test_it_prints_five_lines_serves_and_stops_cleanly_on_a_signal(
     else:
         process.send_signal(stop_signal)
     assert process.wait(timeout=20) == 0
-    # Nothing but the five lines ever reached stdout: the handlers' logs went to stderr.
+    # Nothing but the seven lines ever reached stdout: the handlers' logs went to stderr.
     assert lines.get(timeout=5) is None
     log = stderr_path.read_text()
     assert "GET /wakeup/instances -> 200" in log

@@ -1,4 +1,4 @@
-"""Tables, queues and schedule groups created in moto from the template's own definitions."""
+"""Tables, queues, schedule groups and secrets created in moto from the template's own definitions."""
 
 import json
 import random
@@ -11,7 +11,7 @@ from localstack_helpers import FIXTURE_TEMPLATE, ROOT
 from wakeup_local.aws import AwsClients, make_clients
 from wakeup_local.moto_process import MotoProcess
 from wakeup_local.resources import StackResources, create_resources, delete_resources
-from wakeup_local.template import DYNAMODB_TABLE, SCHEDULE_GROUP, SQS_QUEUE, Resolver, load_template
+from wakeup_local.template import DYNAMODB_TABLE, SCHEDULE_GROUP, SECRET, SQS_QUEUE, Resolver, load_template
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +91,31 @@ def test_every_table_queue_and_group_of_the_real_template_is_created(endpoint: s
         assert set(resources.tables) == {logical_id for logical_id, _ in template.of_type(DYNAMODB_TABLE)}
         assert set(resources.queues) == {logical_id for logical_id, _ in template.of_type(SQS_QUEUE)}
         assert set(resources.schedule_groups) == {logical_id for logical_id, _ in template.of_type(SCHEDULE_GROUP)}
+        assert set(resources.secrets) == {logical_id for logical_id, _ in template.of_type(SECRET)}
         for queue in resources.queues.values():
             assert clients.sqs.get_queue_url(QueueName=queue.name)["QueueUrl"] == queue.url
+    finally:
+        delete_resources(resources, clients)
+
+
+def test_a_secret_gets_a_value_generated_as_its_generate_secret_string_asks(endpoint: str, clients: AwsClients) -> None:
+    # given the real template's master key: 64 characters, no punctuation
+    template = load_template(ROOT / "template.yaml")
+    resolver = Resolver(template, f"secret-{uuid.uuid4().hex[:8]}", endpoint_url=endpoint)
+    resources = create_resources(template, resolver, clients)
+    try:
+        arn = resources.secrets["SigningMasterKey"]
+        # then Ref gives its ARN, as CloudFormation's does, and the value is a fresh random one
+        assert resolver.ref("SigningMasterKey") == arn
+        value = clients.secretsmanager.get_secret_value(SecretId=arn)["SecretString"]
+        assert len(value) == 64 and value.isalnum()
+        again = create_resources(
+            template, Resolver(template, f"other-{uuid.uuid4().hex[:8]}", endpoint_url=endpoint), clients
+        )
+        try:
+            other = clients.secretsmanager.get_secret_value(SecretId=again.secrets["SigningMasterKey"])["SecretString"]
+            assert other != value
+        finally:
+            delete_resources(again, clients)
     finally:
         delete_resources(resources, clients)

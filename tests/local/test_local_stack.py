@@ -31,6 +31,7 @@ def test_it_serves_on_the_port_given_and_mints_a_first_account(start_stack: Star
         f"AWS_ENDPOINT_URL={stack.endpoint_url}",
         "AWS_DEFAULT_REGION=us-east-1",
         f"WAKEUP_TABLE={stack.table_name}",
+        f"WAKEUP_MASTER_KEY_SECRET={stack.master_key_secret}",
     ]
     assert stack.table_name == stack.resources.tables["Table"]
 

@@ -67,6 +67,8 @@ def test_the_session_stack_mints_accounts_whose_tokens_work(stack: StackProcess,
         "AWS_ENDPOINT_URL",
         "AWS_DEFAULT_REGION",
         "WAKEUP_TABLE",
+        "WAKEUP_MASTER_KEY_SECRET",
+        "WAKEUP_SIGNING_SECRET",
     ]
 
 

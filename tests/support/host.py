@@ -10,7 +10,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -96,6 +96,8 @@ class WakeHost:
         self._script: deque[Answer] = deque()
         self._path_scripts: dict[str, deque[Answer]] = {}
         self.default = Answer()
+        # When set, how the host answers a request no script answers (a verifying host's check).
+        self.respond: Callable[[str, dict[str, str]], Answer] | None = None
         self._changed = threading.Condition()
         self._closing = threading.Event()
         self._server = _Server(self)
@@ -172,6 +174,8 @@ class WakeHost:
                 answer = queue.popleft()
             elif self._script:
                 answer = self._script.popleft()
+            elif self.respond is not None:
+                answer = self.respond(path, headers)
             else:
                 answer = self.default
             self._calls.append(Call(method, path, headers, time.monotonic(), time.time(), answer))

@@ -2,7 +2,8 @@
 
 Started as `python stack_child.py --template T`, with the stack's settings in its environment. It
 writes one JSON line on stdout once the stack runs (or fails to start), then answers JSON commands,
-one per line on stdin: `{"op": "mint", "label": L}` and `{"op": "sweep"}`. When stdin closes (the
+one per line on stdin: `{"op": "mint", "label": L}`, `{"op": "sweep"}` and
+`{"op": "signing_secret", "token": T}`. When stdin closes (the
 test session ended, or died) or on SIGTERM it stops the stack and exits. Everything else it and the
 handlers write goes to stderr.
 """
@@ -55,6 +56,7 @@ def main() -> int:
             endpoint_url=stack.endpoint_url,
             region=stack.region,
             table_name=stack.table_name,
+            master_key_secret=stack.master_key_secret,
             env_lines=stack.env_lines(),
             pid=os.getpid(),
         )
@@ -65,6 +67,8 @@ def main() -> int:
                     _answer(control, value=stack.mint_account(command["label"]))
                 elif command["op"] == "sweep":
                     _answer(control, value=stack.run_sweeper())
+                elif command["op"] == "signing_secret":
+                    _answer(control, value=stack.signing_secret(command["token"]))
                 else:
                     _answer(control, error=f"unknown command {command['op']!r}")
             except Exception:

@@ -4,7 +4,8 @@ A process of its own because a stack's handlers keep state per process (cached s
 clients, `os.environ`, moto's in-memory backends): the session's stack, stacks with other settings,
 and functional tests with their own moto and environment must not see each other. The object offers
 what `LocalStack` offers a test: `url`, `account_token`, `endpoint_url`, `region`, `table_name`,
-`mint_account(label)`, `run_sweeper()`, `env_lines()`.
+`mint_account(label)`, `run_sweeper()`, `env_lines()`, and `master_key_secret` and
+`signing_secret(token)` for signed wakes.
 """
 
 from __future__ import annotations
@@ -81,8 +82,16 @@ class StackProcess:
     def env_lines(self) -> list[str]:
         return list(self._info["env_lines"])
 
+    @property
+    def master_key_secret(self) -> str:
+        return str(self._info["master_key_secret"])
+
     def mint_account(self, label: str) -> str:
         return str(self._command({"op": "mint", "label": label}))
+
+    def signing_secret(self, account_token: str) -> str:
+        """The `whsec_` secret that signs the wakes of the account with this token, now."""
+        return str(self._command({"op": "signing_secret", "token": account_token}))
 
     def run_sweeper(self) -> list[Any]:
         """Runs the stack's scheduled functions (the sweeper) now, in the stack, and returns their results."""

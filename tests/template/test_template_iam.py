@@ -61,12 +61,14 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str]]] = {
         ("scheduler:DeleteSchedule", repr(SCHEDULES_OF_THE_GROUP)),
         ("iam:PassRole", repr(SCHEDULER_ROLE)),
     },
-    # Claim and record (Update, which also reads; no GetItem), and re-arm: the last approach and
+    # Claim and record (Update, which also reads), the account's signing versions (GetItem), and
+    # re-arm: the last approach and
     # retries through SQS, a trigger for a far registration through a schedule. Schedules delete
     # themselves after firing. Then what its own role must grant that SAM would have: its queue as
     # an event source (on that queue only), the destination of failed asynchronous events, its logs
     # and traces.
     "CallerFunction": {
+        ("dynamodb:GetItem", repr(TABLE)),
         ("dynamodb:UpdateItem", repr(TABLE)),
         ("sqs:SendMessage", repr(CALLER_QUEUE)),
         ("scheduler:CreateSchedule", repr(SCHEDULES_OF_THE_GROUP)),
@@ -82,6 +84,8 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str]]] = {
         ("xray:PutTelemetryRecords", repr("*")),
         ("xray:GetSamplingRules", repr("*")),
         ("xray:GetSamplingTargets", repr("*")),
+        # The master key its signatures are derived from, and no other secret.
+        ("secretsmanager:GetSecretValue", repr({"Ref": "SigningMasterKey"})),
     },
     # Overdue wakes from the sparse index, postponed (Update) and re-armed for now: through SQS.
     "SweeperFunction": {

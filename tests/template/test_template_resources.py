@@ -156,7 +156,10 @@ def test_each_function_has_its_handler_code_folder_and_service_name(template: di
 
     assert (properties["CodeUri"], properties["Handler"]) == (code_uri, handler)
     assert (REPO / code_uri).is_dir()
-    assert properties["Environment"]["Variables"] == {"POWERTOOLS_SERVICE_NAME": SERVICE_OF_FUNCTION[logical_id]}
+    variables = dict(properties["Environment"]["Variables"])
+    if logical_id == "CallerFunction":  # only the caller signs wakes
+        assert variables.pop("WAKEUP_MASTER_KEY_SECRET") == {"Ref": "SigningMasterKey"}
+    assert variables == {"POWERTOOLS_SERVICE_NAME": SERVICE_OF_FUNCTION[logical_id]}
 
 
 @pytest.mark.parametrize("logical_id", sorted(SERVICE_OF_FUNCTION))
@@ -260,6 +263,15 @@ def test_queues_are_encrypted(template: dict[str, Any], logical_id: str) -> None
 @pytest.mark.parametrize("logical_id", ["CallerDeadLetterQueue", "SchedulesDeadLetterQueue", "CallerFailedEventsQueue"])
 def test_dead_letter_queues_keep_messages_fourteen_days(template: dict[str, Any], logical_id: str) -> None:
     assert template["Resources"][logical_id]["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
+
+
+def test_the_signing_master_key_is_generated_long_and_retained(template: dict[str, Any]) -> None:
+    secret = template["Resources"]["SigningMasterKey"]
+
+    assert secret["Type"] == "AWS::SecretsManager::Secret"
+    assert (secret["DeletionPolicy"], secret["UpdateReplacePolicy"]) == ("Retain", "Retain")
+    assert "SecretString" not in secret["Properties"]  # never written in the template
+    assert secret["Properties"]["GenerateSecretString"]["PasswordLength"] >= 64
 
 
 def test_table_is_retained_and_recoverable(template: dict[str, Any]) -> None:

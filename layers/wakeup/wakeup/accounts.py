@@ -1,6 +1,10 @@
-"""Accounts, which only the operator makes and revokes (through `wakeup-admin`)."""
+"""Accounts, which only the operator makes and revokes (through `wakeup-admin`), and their
+signing secrets, which are derived rather than stored (see `wakeup.signing`)."""
+
+from datetime import timedelta
 
 from wakeup.model import Account
+from wakeup.signing import SigningKeys
 from wakeup.store import Store
 from wakeup.times import now
 from wakeup.tokens import TokenKind, hash_token, mint
@@ -15,3 +19,23 @@ def mint_account(store: Store, label: str) -> tuple[Account, str]:
 def revoke_account(store: Store, account_id: str) -> Account | None:
     """Revokes the account: its token and its instances' tokens are refused from now on."""
     return store.revoke_account(account_id, now())
+
+
+def signing_secret(keys: SigningKeys, account: Account) -> str:
+    """The `whsec_` secret that signs the account's wakes now (its current version)."""
+    return keys.secret(account.id, account.signing.current)
+
+
+def rotate_signing_secret(
+    store: Store, keys: SigningKeys, account_id: str, overlap: timedelta
+) -> tuple[Account, str] | None:
+    """A new signing secret for the account; the current one keeps signing beside it for
+    `overlap`, so its hosts can move over without refusing a wake. None when there is no such
+    account, it is revoked, or another rotation won the race (nothing changed then)."""
+    account = store.get_account(account_id)
+    if account is None or account.revoked_at is not None:
+        return None
+    rotated = store.rotate_signing(account, now() + overlap)
+    if rotated is None:
+        return None
+    return rotated, signing_secret(keys, rotated)

@@ -24,7 +24,7 @@ Powertools' metric set is not safe to write from the threads that deliver a batc
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -40,6 +40,7 @@ from wakeup.host_call import CallOutcome, call_wake
 from wakeup.model import Instance, Trigger
 from wakeup.observability import Metric, logger, metrics
 from wakeup.settings import Settings
+from wakeup.signing import SigningKeys, WakeId, signed_headers
 from wakeup.store import Store
 from wakeup.times import epoch_ms
 from wakeup.triggers import Triggers
@@ -113,9 +114,11 @@ class Caller:
     store: Store
     triggers: Triggers
     settings: Settings
-    call: Callable[[str, str, float], CallOutcome] = call_wake
+    call: Callable[[str, str, float, Mapping[str, str]], CallOutcome] = call_wake
     clock: Callable[[], datetime] = times.now
     sleep: Callable[[float], None] = time.sleep
+    # None: calls go unsigned (no master key configured).
+    signing: SigningKeys | None = None
 
     def deliver(self, trigger: Trigger, source: Source) -> Delivery:
         """Does what `trigger` asks for now; see the module's docstring for the steps."""
@@ -133,8 +136,19 @@ class Caller:
             return self._drop(trigger, source, instance)
         if not attempt.claimed:
             return self._refused(trigger, instance, now)
+        # The keys before the wait: the sub-second left before the call's time covers their read.
+        keys = self._signing_keys(instance, instance.due)
         self._wait_until(instance.due, now)
-        return self._call(trigger, instance, instance.due)
+        return self._call(trigger, instance, instance.due, keys)
+
+    def _signing_keys(self, instance: Instance, moment: datetime) -> list[bytes]:
+        """The account's keys that sign a call at `moment` (two during a rotation's overlap)."""
+        if self.signing is None:
+            return []
+        versions = self.store.signing_versions(instance.account_id)
+        if versions is None:  # accounts are never deleted; an unknown one signs with its first version
+            return self.signing.keys(instance.account_id, [1])
+        return self.signing.keys(instance.account_id, versions.signing_at(moment))
 
     def _wait_until(self, due: datetime, now: datetime) -> None:
         """Sleeps out the last moment before `due` (never more than `EARLY_REARM_S`)."""
@@ -168,10 +182,11 @@ class Caller:
         logger.info("claim held by another call; trigger re-sent", instance_id=trigger.instance_id)
         return Delivery(Result.BUSY)
 
-    def _call(self, trigger: Trigger, instance: Instance, due: datetime) -> Delivery:
+    def _call(self, trigger: Trigger, instance: Instance, due: datetime, keys: list[bytes]) -> Delivery:
         host = host_of(instance.url)
         started = self.clock()
-        outcome = self.call(instance.url, instance.id, self.settings.call_timeout_s)
+        headers = signed_headers(keys, WakeId(instance.id, trigger.reg, trigger.attempt), started) if keys else {}
+        outcome = self.call(instance.url, instance.id, self.settings.call_timeout_s, headers)
         finished = self.clock()
         lateness_ms = max((started - due).total_seconds() * 1000, 0.0) if trigger.attempt == 0 else None
         if outcome.error is None:

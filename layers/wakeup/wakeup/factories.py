@@ -1,8 +1,14 @@
-"""The store and the triggers each handler uses, made once per cold start; tests reset them."""
+"""The store, the triggers and the signing keys each handler uses, made once per cold start;
+tests reset them."""
 
 import functools
+from typing import Any
 
+from aws_lambda_powertools.utilities.parameters.secrets import SecretsProvider
+
+from wakeup import aws
 from wakeup.settings import get_settings
+from wakeup.signing import SigningKeys
 from wakeup.store import Store
 from wakeup.triggers import Triggers
 
@@ -17,8 +23,23 @@ def get_triggers() -> Triggers:
     return Triggers(get_settings())
 
 
+@functools.cache
+def get_signing_keys() -> SigningKeys | None:
+    """The keys that sign wakes; None when no master key is configured (calls go unsigned)."""
+    secret_id = get_settings().master_key_secret
+    if not secret_id:
+        return None
+    return signing_keys(secret_id)
+
+
+def signing_keys(secret_id: str, client: Any = None) -> SigningKeys:
+    """Keys from the master key in `secret_id`, read and cached by Powertools' `SecretsProvider`."""
+    return SigningKeys(SecretsProvider(boto3_client=client or aws.client("secretsmanager")), secret_id)
+
+
 def reset() -> None:
-    """Forgets settings, store and triggers, so the next call reads the environment again."""
+    """Forgets settings, store, triggers and keys, so the next call reads the environment again."""
     get_settings.cache_clear()
     get_store.cache_clear()
     get_triggers.cache_clear()
+    get_signing_keys.cache_clear()

@@ -13,7 +13,7 @@ HTTPS still sends it as SNI and verifies the certificate against it.
 import errno
 import socket
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -84,13 +84,15 @@ def call_wake(
     url: str,
     instance_id: str,
     timeout_s: float,
+    signature_headers: Mapping[str, str] | None = None,
     *,
     addresses: AddressPolicy | None = None,
     resolver: Resolver = resolve,
 ) -> CallOutcome:
     """Calls `GET {url}/wake` once: no retry, no redirect followed, at most `timeout_s` to answer.
 
-    With `addresses`, a host that resolves to any address it refuses is not called at all.
+    `signature_headers` are the Standard Webhooks headers of `wakeup.signing`. With `addresses`,
+    a host that resolves to any address it refuses is not called at all.
     """
     target = urlsplit(wake_url(url))
     host = target.hostname or ""
@@ -110,6 +112,7 @@ def call_wake(
         "User-Agent": USER_AGENT,
         "Wakeup-Instance": instance_id,
         "Connection": "close",
+        **(signature_headers or {}),
     }
     try:
         # The body is never read: only the status counts, and a large or endless body must not

@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 from datetime import datetime
 
+from wakeup.signing import SigningVersions
 from wakeup.tokens import TokenKind
 
 
@@ -12,6 +13,8 @@ class Account:
     label: str
     created_at: datetime
     revoked_at: datetime | None = None
+    # Which derived secrets sign its wakes (see wakeup.signing); accounts start at version 1.
+    signing: SigningVersions = SigningVersions(current=1)
 
 
 @dataclass(frozen=True)

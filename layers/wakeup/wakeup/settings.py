@@ -43,6 +43,9 @@ class Settings(BaseModel):
     claim_lease_s: float = Field(30.0, alias="WAKEUP_CLAIM_LEASE_S", gt=0)
     # The sweeper re-arms a pending wake this long overdue with no live claim (its trigger was lost).
     sweep_grace_s: int = Field(30, alias="WAKEUP_SWEEP_GRACE_S", ge=0)
+    # The Secrets Manager secret (ARN or name) holding the master key each account's signing
+    # secret is derived from; empty: calls go unsigned (only a test's caller runs without it).
+    master_key_secret: str = Field("", alias="WAKEUP_MASTER_KEY_SECRET")
     # 0: retry for as long as the registration stands.
     max_wake_age_s: int = Field(0, alias="WAKEUP_MAX_WAKE_AGE_S", ge=0)
     # Address ranges the caller never calls (comma-separated CIDRs), less those allowed anyway:

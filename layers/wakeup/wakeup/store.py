@@ -21,6 +21,7 @@ from wakeup import aws
 from wakeup.decoding import decode_object
 from wakeup.errors import BadRequestError, ConflictError, UnauthorizedError, UnavailableError
 from wakeup.model import Account, Instance, TokenOwner, Trigger
+from wakeup.signing import SigningVersions
 from wakeup.times import format_time, parse_stored
 from wakeup.tokens import TokenKind
 
@@ -75,12 +76,22 @@ def _time(value: Any) -> datetime | None:
     return parse_stored(str(value)) if value is not None else None
 
 
+def _signing(item: Item) -> SigningVersions:
+    previous = item.get("signing_previous")
+    return SigningVersions(
+        current=int(item.get("signing_version", 1)),
+        previous=int(previous) if previous is not None else None,
+        previous_until=_time(item.get("signing_previous_until")),
+    )
+
+
 def _account(item: Item) -> Account:
     return Account(
         id=item["id"],
         label=item["label"],
         created_at=parse_stored(item["created_at"]),
         revoked_at=_time(item.get("revoked_at")),
+        signing=_signing(item),
     )
 
 
@@ -172,6 +183,17 @@ class Store:
         item = self._get(_instance_key(instance_id))
         return _instance(item) if item else None
 
+    def signing_versions(self, account_id: str) -> SigningVersions | None:
+        """The account's signing versions, by an eventually consistent read (half a read unit):
+        a rotation keeps the old version signing for its overlap, so a read a moment stale is
+        still right. None when there is no such account."""
+        found = self.client.get_item(
+            TableName=self.table,
+            Key=_dump({"pk": _account_key(account_id)}),
+            ProjectionExpression="signing_version, signing_previous, signing_previous_until",
+        )
+        return _signing(_load(found["Item"])) if "Item" in found else None
+
     def _query(self, **kwargs: Any) -> Iterator[Item]:
         paginator = self.client.get_paginator("query")
         for page in paginator.paginate(TableName=self.table, **kwargs):
@@ -243,6 +265,7 @@ class Store:
                         "label": label,
                         "created_at": created,
                         "token_hash": token_hash,
+                        "signing_version": account.signing.current,
                         "list_pk": ACCOUNTS_LIST,
                         "list_sk": f"{created}#{account.id}",
                     }
@@ -258,6 +281,32 @@ class Store:
             ]
         )
         return account
+
+    def rotate_signing(self, account: Account, previous_until: datetime) -> Account | None:
+        """A new signing version for the account; the one it replaces keeps signing until
+        `previous_until`. None when the account changed meanwhile (another rotation, a revocation)."""
+        current = account.signing.current
+        unchanged = "signing_version = :current"
+        if current == 1:  # an account made before signing existed has no version yet: it is 1
+            unchanged = f"({unchanged} OR attribute_not_exists(signing_version))"
+        try:
+            found = self.client.update_item(
+                TableName=self.table,
+                Key=_dump({"pk": _account_key(account.id)}),
+                UpdateExpression=(
+                    "SET signing_version = :next, signing_previous = :current, signing_previous_until = :until"
+                ),
+                ConditionExpression=f"attribute_exists(pk) AND attribute_not_exists(revoked_at) AND {unchanged}",
+                ExpressionAttributeValues=_dump(
+                    {":next": current + 1, ":current": current, ":until": format_time(previous_until)}
+                ),
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return None
+            raise
+        return _account(_load(found["Attributes"]))
 
     def revoke_account(self, account_id: str, now: datetime) -> Account | None:
         """Revokes the account and its instances' tokens; None when there is no such account.
