@@ -7,7 +7,7 @@ the call ends at the service's timeout; a failing host answers 503 until a given
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from wakeup.host_call import CallOutcome
@@ -40,7 +40,9 @@ class Hosts:
     overlaps: int = 0
     on_call: Callable[[Call], None] = lambda call: None
 
-    def call(self, url: str, instance_id: str, timeout_s: float) -> CallOutcome:
+    def call(
+        self, url: str, instance_id: str, timeout_s: float, signature_headers: Mapping[str, str] | None = None
+    ) -> CallOutcome:
         """`wakeup.host_call.call_wake` as the caller's code sees it: one GET, its outcome."""
         if self.in_flight.get(instance_id, 0):
             self.overlaps += 1
