@@ -8,6 +8,7 @@
     wakeup-admin accounts rotate-signing-secret ID [--overlap 24h]
                                              prints the new signing secret once; the old one
                                              keeps signing beside it for the overlap
+    wakeup-admin accounts limit ID --max-instances N   the account's own limit (--default: the service's)
     wakeup-admin instances list [--account ID]
     wakeup-admin instances show ID
     wakeup-admin wakes failing               pending wakes whose last call failed
@@ -79,6 +80,11 @@ def _parser() -> argparse.ArgumentParser:
         default=_duration(DEFAULT_OVERLAP),
         help=f"how long the old secret keeps signing beside the new one (default {DEFAULT_OVERLAP})",
     )
+    limit = accounts.add_parser("limit", help="set how many instances an account may hold")
+    limit.add_argument("id")
+    chosen = limit.add_mutually_exclusive_group(required=True)
+    chosen.add_argument("--max-instances", type=_positive, help="the account's own limit")
+    chosen.add_argument("--default", action="store_true", help="the service's limit again")
 
     instances = topics.add_parser("instances", help="list and inspect instances").add_subparsers(
         dest="action", required=True
@@ -91,6 +97,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError("a whole number from 1")
+    return int(text)
+
+
 def _rows(header: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
     table = [list(header), *(list(row) for row in rows)]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
@@ -100,7 +112,8 @@ def _rows(header: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
 
 def _account_row(account: Account) -> list[str]:
     revoked = format_time(account.revoked_at) if account.revoked_at else "-"
-    return [account.id, account.label, format_time(account.created_at), revoked]
+    limit = str(account.max_instances) if account.max_instances is not None else "default"
+    return [account.id, account.label, format_time(account.created_at), revoked, str(account.instance_count), limit]
 
 
 def _instance_row(instance: Instance) -> list[str]:
@@ -158,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
             print(token)
             print(signing_secret(keys, account))
         case "accounts", "list":
-            _rows(["ID", "LABEL", "CREATED", "REVOKED"], map(_account_row, store.list_accounts()))
+            _rows(["ID", "LABEL", "CREATED", "REVOKED", "INSTANCES", "LIMIT"], map(_account_row, store.list_accounts()))
         case "accounts", "revoke":
             revoked = revoke_account(store, args.id) if is_id(args.id) else None
             if revoked is None:
@@ -178,6 +191,15 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             print(secret)
+        case "accounts", "limit":
+            changed = store.set_account_limit(args.id, args.max_instances) if is_id(args.id) else None
+            if changed is None:
+                print(f"wakeup-admin: no account {args.id}", file=sys.stderr)
+                return 1
+            shown = changed.max_instances if changed.max_instances is not None else "the service's default"
+            print(
+                f"account {changed.id} ({changed.label}) may hold {shown} instances; it holds {changed.instance_count}"
+            )
         case "instances", "list":
             _rows(INSTANCE_HEADER, map(_instance_row, _instances(store, args.account)))
         case "instances", "show":

@@ -46,8 +46,16 @@ def _account() -> TokenOwner:
 def register_instance() -> Response[str]:
     account = _account()
     body = read_body(app.current_event, RegisterInstanceBody)
+    settings = get_settings()
     registered = instances.register(
-        get_store(), get_triggers(), account, body.url, body.token, now(), get_settings().address_policy
+        get_store(),
+        get_triggers(),
+        account,
+        body.url,
+        body.token,
+        now(),
+        settings.address_policy,
+        settings.max_instances_per_account,
     )
     logger.info("instance registered", instance_id=registered.instance.id, new=registered.created)
     return json_response(201 if registered.created else 200, {"id": registered.instance.id})

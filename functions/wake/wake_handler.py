@@ -12,6 +12,7 @@ from wakeup.http import authenticate, install, json_response, read_body
 from wakeup.observability import logger, tracer
 from wakeup.route_docs import body, replies
 from wakeup.settings import get_settings
+from wakeup.store import WakeLimit
 from wakeup.times import format_time, now, parse_at
 from wakeup.tokens import TokenKind
 from wakeup.wakes import register_wake
@@ -27,7 +28,7 @@ install(app)
     "/wakeup/wake",
     summary="Register the instance's wake (instance token)",
     description="Replaces whatever wake the instance had; a time in the past means now.",
-    responses=replies({204: (None, "Registered.")}, errors=(400, 401, 413)),
+    responses=replies({204: (None, "Registered.")}, errors=(400, 401, 413, 429)),
     openapi_extensions=body("RegisterWakeBody"),
 )
 def put_wake() -> Response[str]:
@@ -35,7 +36,9 @@ def put_wake() -> Response[str]:
     at = parse_at(read_body(app.current_event, RegisterWakeBody).at)
     assert owner.instance_id is not None  # an instance token always names its instance
     logger.append_keys(instance_id=owner.instance_id)
-    register_wake(get_store(), get_triggers(), owner.instance_id, at, now())
+    settings = get_settings()
+    limit = WakeLimit(settings.max_wakes_per_window, settings.wake_window_s)
+    register_wake(get_store(), get_triggers(), owner.instance_id, at, now(), limit)
     logger.info("wake registered", at=format_time(at))
     return json_response(204)
 

@@ -196,7 +196,9 @@ class MemoryStore(Store):
         }
         return account
 
-    def register_instance(self, account_id: str, url: str, token_hash: str, now: datetime) -> Registered:
+    def register_instance(
+        self, account_id: str, url: str, token_hash: str, now: datetime, max_instances: int | None = None
+    ) -> Registered:
         """A new instance for a token never registered (the only case a scenario needs)."""
         if _token_key(token_hash) in self.items:
             raise ConflictError()
@@ -227,7 +229,10 @@ class MemoryStore(Store):
 
     # -- wakes ----------------------------------------------------------------------------------
 
-    def register_wake(self, instance_id: str, at: datetime, reg: str) -> Instance | None:
+    def register_wake(
+        self, instance_id: str, at: datetime, reg: str, limit: object = None, now: datetime | None = None
+    ) -> Instance | None:
+        # `limit` (the per-instance rate) is not simulated: the simulation drives wakes, not hosts.
         def change(item: Item | None) -> Item | None:
             if item is None or item.get("revoked_at") is not None:
                 raise _ConditionFailed

@@ -123,6 +123,9 @@ def test_globals_give_every_function_the_runtime_tracing_layer_and_settings(
         "WAKEUP_MAX_WAKE_AGE_S": {"Ref": "MaxWakeAgeSeconds"},
         "WAKEUP_SQS_HORIZON_S": {"Ref": "SqsHorizonSeconds"},
         "WAKEUP_SCHEDULE_LEAD_S": {"Ref": "ScheduleLeadSeconds"},
+        "WAKEUP_MAX_INSTANCES_PER_ACCOUNT": {"Ref": "MaxInstancesPerAccount"},
+        "WAKEUP_MAX_WAKES_PER_WINDOW": {"Ref": "MaxWakesPerWindow"},
+        "WAKEUP_WAKE_WINDOW_S": {"Ref": "WakeWindowSeconds"},
         "WAKEUP_CALL_DENIED_CIDRS": {"Ref": "CallDeniedCidrs"},
         "WAKEUP_CALL_ALLOWED_CIDRS": {"Ref": "CallAllowedCidrs"},
     }

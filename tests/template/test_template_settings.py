@@ -20,6 +20,9 @@ PARAMETER_SETTINGS = {
     "SqsHorizonSeconds": "sqs_horizon_s",
     "ScheduleLeadSeconds": "schedule_lead_s",
     "MaxWakeAgeSeconds": "max_wake_age_s",
+    "MaxInstancesPerAccount": "max_instances_per_account",
+    "MaxWakesPerWindow": "max_wakes_per_window",
+    "WakeWindowSeconds": "wake_window_s",
 }
 
 

@@ -8,6 +8,7 @@
      ├── NotFoundError          no such instance, or no such path (404)
      ├── MethodNotAllowedError  a known path with another method (405)
      ├── ConflictError          the token is another account's instance's (409)
+     ├── TooManyRequestsError   the instance registers wakes faster than the operator allows (429)
      └── UnavailableError       AWS throttled or failed; the request may be retried (503)
 
 Every message is a fixed sentence written here or at the raising site, never `str()` of a library
@@ -78,6 +79,13 @@ class ConflictError(WakeupError):
 
     status = 409
     message = "this instance token is registered by another account; mint a new one"
+
+
+class TooManyRequestsError(WakeupError):
+    """Raised when an instance registers wakes faster than the operator's rate allows."""
+
+    status = 429
+    message = "this instance registers wakes too often; retry later"
 
 
 class UnavailableError(WakeupError):

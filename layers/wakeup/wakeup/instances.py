@@ -29,6 +29,7 @@ def register(
     token: str,
     now: datetime,
     addresses: AddressPolicy,
+    max_instances: int | None = None,
 ) -> Registered:
     """The instance for this token: new, as it was (same URL), or moved to `url` (its wake forgotten).
 
@@ -41,7 +42,7 @@ def register(
         raise BadRequestError(REFUSED_URL)
     if not is_token(token, TokenKind.INSTANCE):
         raise BadRequestError(TOKEN_RULE)
-    registered = store.register_instance(account.account_id, normalised, hash_token(token), now)
+    registered = store.register_instance(account.account_id, normalised, hash_token(token), now, max_instances)
     if registered.moved_from is not None:
         _forget(triggers, registered.moved_from, now)
     return registered

@@ -15,6 +15,9 @@ class Account:
     revoked_at: datetime | None = None
     # Which derived secrets sign its wakes (see wakeup.signing); accounts start at version 1.
     signing: SigningVersions = SigningVersions(current=1)
+    # How many instances it holds, and its own limit (None: the service's default).
+    instance_count: int = 0
+    max_instances: int | None = None
 
 
 @dataclass(frozen=True)

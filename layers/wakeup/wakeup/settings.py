@@ -48,6 +48,11 @@ class Settings(BaseModel):
     master_key_secret: str = Field("", alias="WAKEUP_MASTER_KEY_SECRET")
     # 0: retry for as long as the registration stands.
     max_wake_age_s: int = Field(0, alias="WAKEUP_MAX_WAKE_AGE_S", ge=0)
+    # Per-account limits: instances an account may hold (wakeup-admin sets an account's own), and
+    # wakes an instance may register per window (a looping host must not cost the operator).
+    max_instances_per_account: int = Field(10_000, alias="WAKEUP_MAX_INSTANCES_PER_ACCOUNT", ge=1)
+    max_wakes_per_window: int = Field(60, alias="WAKEUP_MAX_WAKES_PER_WINDOW", ge=1)
+    wake_window_s: int = Field(60, alias="WAKEUP_WAKE_WINDOW_S", ge=1, le=86_400)
     # Address ranges the caller never calls (comma-separated CIDRs), less those allowed anyway:
     # by default the internal ones (wakeup.addresses); the local stack allows loopback.
     call_denied_cidrs: str = Field(DEFAULT_DENIED_CIDRS, alias="WAKEUP_CALL_DENIED_CIDRS")

@@ -8,6 +8,8 @@ registration records an outcome, only one call holds a claim.
 import base64
 import binascii
 import json
+import random
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -19,7 +21,14 @@ from botocore.exceptions import ClientError
 
 from wakeup import aws
 from wakeup.decoding import decode_object
-from wakeup.errors import BadRequestError, ConflictError, UnauthorizedError, UnavailableError
+from wakeup.errors import (
+    BadRequestError,
+    ConflictError,
+    ForbiddenError,
+    TooManyRequestsError,
+    UnauthorizedError,
+    UnavailableError,
+)
 from wakeup.model import Account, Instance, TokenOwner, Trigger
 from wakeup.signing import SigningVersions
 from wakeup.times import format_time, parse_stored
@@ -92,6 +101,8 @@ def _account(item: Item) -> Account:
         created_at=parse_stored(item["created_at"]),
         revoked_at=_time(item.get("revoked_at")),
         signing=_signing(item),
+        instance_count=int(item.get("instance_count", 0)),
+        max_instances=int(item["max_instances"]) if "max_instances" in item else None,
     )
 
 
@@ -139,6 +150,25 @@ class ClaimAttempt:
 
     claimed: bool
     instance: Instance | None
+
+
+@dataclass(frozen=True)
+class WakeLimit:
+    """At most `count` wakes registered per instance in each window of `window_s` seconds."""
+
+    count: int
+    window_s: int
+
+
+# An account below its limit: its own (`max_instances`, set by the operator) or the default.
+_BELOW_INSTANCE_LIMIT = (
+    "(attribute_not_exists(instance_count)"
+    " OR (attribute_exists(max_instances) AND instance_count < max_instances)"
+    " OR (attribute_not_exists(max_instances) AND instance_count < :default_max))"
+)
+# How often a registration is tried again when DynamoDB cancels it for a concurrent transaction on
+# the same account item (its count), as DynamoDB advises for TransactionConflict.
+_CONFLICT_ATTEMPTS = 8
 
 
 @dataclass(frozen=True)
@@ -266,6 +296,7 @@ class Store:
                         "created_at": created,
                         "token_hash": token_hash,
                         "signing_version": account.signing.current,
+                        "instance_count": 0,
                         "list_pk": ACCOUNTS_LIST,
                         "list_sk": f"{created}#{account.id}",
                     }
@@ -301,6 +332,28 @@ class Store:
                     {":next": current + 1, ":current": current, ":until": format_time(previous_until)}
                 ),
                 ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return None
+            raise
+        return _account(_load(found["Attributes"]))
+
+    def set_account_limit(self, account_id: str, max_instances: int | None) -> Account | None:
+        """Sets the account's own limit of instances (None: the service's default again); None
+        when there is no such account. Instances it holds beyond a lower limit stay."""
+        update = "SET max_instances = :max" if max_instances is not None else "REMOVE max_instances"
+        kwargs: dict[str, Any] = {}
+        if max_instances is not None:
+            kwargs["ExpressionAttributeValues"] = _dump({":max": max_instances})
+        try:
+            found = self.client.update_item(
+                TableName=self.table,
+                Key=_dump({"pk": _account_key(account_id)}),
+                UpdateExpression=update,
+                ConditionExpression="attribute_exists(pk)",
+                ReturnValues="ALL_NEW",
+                **kwargs,
             )
         except ClientError as exc:
             if _condition_failed(exc):
@@ -364,14 +417,19 @@ class Store:
             }
         }
 
-    def register_instance(self, account_id: str, url: str, token_hash: str, now: datetime) -> Registered:
+    def register_instance(
+        self, account_id: str, url: str, token_hash: str, now: datetime, max_instances: int | None = None
+    ) -> Registered:
         """The instance the token names for this account, created, kept, or moved to `url`.
 
-        Raises `ConflictError` when another account registered the token. Two registrations of
-        one new token at the same moment make one instance: the loser's transaction fails on the
-        token's condition, and it reads what the winner wrote.
+        Raises `ConflictError` when another account registered the token, `ForbiddenError` when
+        the account holds as many instances as it may (its own limit, else `max_instances`; None:
+        no limit). Two registrations of one new token at the same moment make one instance: the
+        loser's transaction fails on the token's condition, and it reads what the winner wrote.
+        The account's count of instances is kept in the same transaction, so concurrent
+        registrations never pass the limit.
         """
-        for _ in range(2):
+        for _ in range(_CONFLICT_ATTEMPTS):
             owner = self.owner_of(token_hash)
             if owner is not None:
                 return self._reregister(owner, account_id, url, token_hash)
@@ -403,12 +461,21 @@ class Store:
                                 "list_sk": f"{created}#{instance.id}",
                             }
                         ),
-                        # A revoked account registers nothing, even with a request already under way.
+                        # A revoked account registers nothing, even with a request already under
+                        # way; nor does one at its limit. Its count goes up with the instance.
                         {
-                            "ConditionCheck": {
+                            "Update": {
                                 "TableName": self.table,
                                 "Key": _dump({"pk": _account_key(account_id)}),
-                                "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(revoked_at)",
+                                "UpdateExpression": "SET instance_count = if_not_exists(instance_count, :zero) + :one",
+                                "ConditionExpression": (
+                                    "attribute_exists(pk) AND attribute_not_exists(revoked_at) AND "
+                                    + _BELOW_INSTANCE_LIMIT
+                                ),
+                                "ExpressionAttributeValues": _dump(
+                                    {":zero": 0, ":one": 1, ":default_max": max_instances or 2**53}
+                                ),
+                                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                             }
                         },
                     ]
@@ -416,14 +483,18 @@ class Store:
             except ClientError as exc:
                 if aws.error_code(exc) != "TransactionCanceledException":
                     raise
-                token_taken, _, account_gone = (_cancelled_for_condition(exc) + [False] * 3)[:3]
-                if account_gone:
-                    raise UnauthorizedError() from exc
-                if token_taken:
+                reasons = (exc.response.get("CancellationReasons", []) + [{}] * 3)[:3]
+                token_taken, _, account_refused = (r.get("Code") == "ConditionalCheckFailed" for r in reasons)
+                if account_refused:
+                    raise _account_refusal(reasons[2].get("Item"), max_instances) from exc
+                if token_taken or any(r.get("Code") == "TransactionConflict" for r in reasons):
+                    # The token was registered meanwhile (read it), or another registration of this
+                    # account was in the same moment (DynamoDB cancelled this one): try again.
+                    time.sleep(random.uniform(0.01, 0.05))
                     continue
                 raise
             return Registered(instance, created=True)
-        raise ConflictError()
+        raise ConflictError() if self.owner_of(token_hash) is not None else UnavailableError()
 
     def _reregister(self, owner: TokenOwner, account_id: str, url: str, token_hash: str) -> Registered:
         if owner.kind is not TokenKind.INSTANCE or owner.account_id != account_id or owner.instance_id is None:
@@ -466,6 +537,15 @@ class Store:
                         }
                     },
                     {"Delete": {"TableName": self.table, "Key": _dump({"pk": _token_key(item["token_hash"])})}},
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": _dump({"pk": _account_key(item["account_id"])}),
+                            "UpdateExpression": "SET instance_count = if_not_exists(instance_count, :one) - :one",
+                            "ConditionExpression": "attribute_exists(pk)",
+                            "ExpressionAttributeValues": _dump({":one": 1}),
+                        }
+                    },
                 ]
             )
         except ClientError as exc:
@@ -476,31 +556,72 @@ class Store:
 
     # -- wakes -------------------------------------------------------------------------------
 
-    def register_wake(self, instance_id: str, at: datetime, reg: str) -> Instance | None:
+    def register_wake(
+        self, instance_id: str, at: datetime, reg: str, limit: WakeLimit | None = None, now: datetime | None = None
+    ) -> Instance | None:
         """Replaces the instance's registration by a new one at `at`; returns the one it replaced.
 
-        None when the instance is gone or revoked (its token no longer counts).
+        None when the instance is gone or revoked (its token no longer counts). With `limit`, at
+        most `limit.count` registrations per window of `limit.window_s` (windows counted from the
+        epoch, at `now`), refused past it with `TooManyRequestsError`: the limit is a condition of
+        the registration's own write. The first wake of a window starts the window's count in that
+        one write (a host that wakes now and then makes no other); a further one in the same window
+        sees its count in the refusal (`ReturnValuesOnConditionCheckFailure`) and counts itself in a
+        second conditional write.
         """
-        try:
-            found = self.client.update_item(
-                TableName=self.table,
-                Key=_dump({"pk": _instance_key(instance_id)}),
-                UpdateExpression=(
-                    "SET #at = :at, reg = :reg, attempts = :zero, pending_shard = :shard, pending_due = :at "
-                    "REMOVE called_at, last_error, claim_until"
-                ),
-                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(revoked_at)",
-                ExpressionAttributeNames={"#at": "at"},
-                ExpressionAttributeValues=_dump(
-                    {":at": format_time(at), ":reg": reg, ":zero": 0, ":shard": pending_shard(instance_id)}
-                ),
-                ReturnValues="ALL_OLD",
-            )
-        except ClientError as exc:
-            if _condition_failed(exc):
-                return None
-            raise
-        return _instance(_load(found["Attributes"]))
+        update = "SET #at = :at, reg = :reg, attempts = :zero, pending_shard = :shard, pending_due = :at"
+        condition = "attribute_exists(pk) AND attribute_not_exists(revoked_at)"
+        values: Item = {":at": format_time(at), ":reg": reg, ":zero": 0, ":shard": pending_shard(instance_id)}
+        window: int | None = None
+        if limit is not None:
+            moment = (now or at).timestamp()
+            window = int(moment // limit.window_s) * limit.window_s
+            values.update({":window": window, ":one": 1})
+        starts_window = True
+        for _ in range(3):
+            counted, extra = "", {}
+            if window is not None and starts_window:
+                update_expression = f"{update}, wake_window = :window, wake_count = :one"
+                counted = " AND (attribute_not_exists(wake_window) OR wake_window < :window)"
+            elif window is not None and limit is not None:
+                update_expression = f"{update}, wake_count = wake_count + :one"
+                counted = " AND wake_window = :window AND wake_count < :limit"
+                extra = {":limit": limit.count}
+            else:
+                update_expression = update
+            try:
+                found = self.client.update_item(
+                    TableName=self.table,
+                    Key=_dump({"pk": _instance_key(instance_id)}),
+                    UpdateExpression=update_expression + " REMOVE called_at, last_error, claim_until",
+                    ConditionExpression=condition + counted,
+                    ExpressionAttributeNames={"#at": "at"},
+                    ExpressionAttributeValues=_dump({**values, **extra}),
+                    ReturnValues="ALL_OLD",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+            except ClientError as exc:
+                if not _condition_failed(exc):
+                    raise
+                item = exc.response.get("Item")
+                current = _load(item) if isinstance(item, dict) else None
+                if current is None or "revoked_at" in current or limit is None or window is None:
+                    return None
+                if int(current.get("wake_window", -1)) >= window:
+                    # This window (or a later one, by a clock a little ahead) is under way.
+                    window = int(current["wake_window"])
+                    values[":window"] = window
+                    if int(current.get("wake_count", 0)) >= limit.count:
+                        raise TooManyRequestsError(
+                            f"this instance registered {limit.count} wakes in {limit.window_s} s, as many as"
+                            f" the service allows; retry in {max(window + limit.window_s - int(moment), 1)} s"
+                        ) from exc
+                    starts_window = False
+                else:
+                    starts_window = True
+                continue
+            return _instance(_load(found["Attributes"]))
+        raise UnavailableError("the wake could not be registered for writes racing it; retry the request")
 
     def _conditional_update(self, instance_id: str, update: str, condition: str, values: Item) -> "Written":
         """Applies `update` (a `SET ...`, then maybe `REMOVE ...`) to the instance if `condition` holds.
@@ -598,6 +719,18 @@ class Store:
             {":due": format_time(due), ":now": now_ms},
             extra=" AND (attribute_not_exists(claim_until) OR claim_until < :now)",
         )
+
+
+def _account_refusal(item: Any, max_instances: int | None) -> Exception:
+    """Why a registration's condition on the account failed: revoked or gone (401), or full (403)."""
+    account = _load(item) if isinstance(item, dict) else None
+    if account is None or "revoked_at" in account:
+        return UnauthorizedError()
+    limit = int(account.get("max_instances", max_instances or 0))
+    return ForbiddenError(
+        f"this account has reached its limit of {limit} instances:"
+        " delete some, or ask the service's operator to raise the limit"
+    )
 
 
 def _encode_cursor(key: Item) -> str:

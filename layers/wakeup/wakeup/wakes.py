@@ -12,7 +12,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from wakeup.errors import UnauthorizedError, UnavailableError
 from wakeup.model import Instance, Trigger
 from wakeup.observability import logger
-from wakeup.store import Store
+from wakeup.store import Store, WakeLimit
 from wakeup.triggers import Armed, ScheduleContentionError, Triggers
 
 # How often a writer re-reads after arming a schedule before it leaves the rest to later writers.
@@ -26,13 +26,16 @@ def trigger_for(instance: Instance) -> Trigger | None:
     return Trigger(instance.id, instance.reg, instance.attempts)
 
 
-def register_wake(store: Store, triggers: Triggers, instance_id: str, at: datetime, now: datetime) -> None:
-    """Replaces the instance's wake by one at `at` (a past time means now) and arms it."""
+def register_wake(
+    store: Store, triggers: Triggers, instance_id: str, at: datetime, now: datetime, limit: WakeLimit | None = None
+) -> None:
+    """Replaces the instance's wake by one at `at` (a past time means now) and arms it; 429 past
+    the operator's rate (`limit`), with nothing written."""
     # Stored as now, so the wake's lateness counts from when it was asked for, and an operator's
     # maximum wake age does not give it up at its first failure.
     at = max(at, now)
     reg = uuid.uuid4().hex
-    previous = store.register_wake(instance_id, at, reg)
+    previous = store.register_wake(instance_id, at, reg, limit=limit, now=now)
     if previous is None:
         raise UnauthorizedError("this instance token is no longer registered")
     trigger = Trigger(instance_id, reg, 0)

@@ -1,0 +1,93 @@
+"""Per-account limits over HTTP, each request from a client of its own: an account never holds more
+instances than its limit, which the operator can change with `wakeup-admin`; an instance
+registering wakes faster than the operator's rate gets 429.
+
+The clients take turns here: the local stack still runs one function's invocations in one module
+at once, which Powertools' resolver does not allow (its own concurrency is being reworked). The
+limits under concurrent clients are tested on the table itself, in tests/functional/test_store_limits.py.
+"""
+
+import requests
+from test_admin import admin
+
+from support.api import Api
+from support.stack_process import MakeStack
+from wakeup.tokens import TokenKind, mint
+
+CLIENTS = 8
+HOST_URL = "http://127.0.0.1:9"  # never called: these instances register no wake
+
+
+def limit_reached(limit: int) -> dict[str, str]:
+    return {
+        "error": f"this account has reached its limit of {limit} instances:"
+        " delete some, or ask the service's operator to raise the limit"
+    }
+
+
+def register_each(url: str, account_token: str, count: int) -> list[tuple[str, requests.Response]]:
+    """`count` clients, each with a session of its own, registering a new token each."""
+
+    def register(token: str) -> tuple[str, requests.Response]:
+        client = Api(url, account_token)
+        try:
+            return token, client.register(HOST_URL, token)
+        finally:
+            client.close()
+
+    return [register(mint(TokenKind.INSTANCE)) for _ in range(count)]
+
+
+def test_registrations_past_the_accounts_limit_are_403_and_the_operator_can_raise_it(
+    make_stack: MakeStack,
+) -> None:
+    stack = make_stack(WAKEUP_MAX_INSTANCES_PER_ACCOUNT="5")
+    label = "limited"
+    account_token = stack.mint_account(label)
+
+    replies = register_each(stack.url, account_token, CLIENTS)
+
+    created = [reply.json()["id"] for _, reply in replies if reply.status_code == 201]
+    refused = [reply for _, reply in replies if reply.status_code != 201]
+    assert len(created) == 5 and len(set(created)) == 5
+    assert all(reply.status_code == 403 and reply.json() == limit_reached(5) for reply in refused)
+    account = Api(stack.url, account_token)
+    listed = account.get("/wakeup/instances").json()["instances"]
+    assert sorted(instance["id"] for instance in listed) == sorted(created)
+
+    # the operator raises this account's own limit
+    [account_id] = [line.split()[0] for line in admin(stack, "accounts", "list").stdout.splitlines() if label in line]
+    raised = admin(stack, "accounts", "limit", account_id, "--max-instances", "6")
+    assert raised.returncode == 0, raised.stderr
+    assert "may hold 6 instances; it holds 5" in raised.stdout
+    statuses = sorted(reply.status_code for _, reply in register_each(stack.url, account_token, 3))
+    assert statuses == [201, 403, 403]
+    assert account.register(HOST_URL, mint(TokenKind.INSTANCE)).json() == limit_reached(6)
+    account.close()
+
+
+def test_an_instance_registering_wakes_past_the_rate_gets_429(make_stack: MakeStack) -> None:
+    # A day's window, so that the test's few seconds never straddle two windows in practice.
+    stack = make_stack(WAKEUP_MAX_WAKES_PER_WINDOW="3", WAKEUP_WAKE_WINDOW_S="86400")
+    account = Api(stack.url, stack.account_token)
+    busy, quiet = mint(TokenKind.INSTANCE), mint(TokenKind.INSTANCE)
+    for token in (busy, quiet):
+        assert account.register(HOST_URL, token).status_code == 201
+    at = "2099-01-01T00:00:00Z"
+
+    def wake(_: int) -> requests.Response:
+        client = Api(stack.url, busy)
+        try:
+            return client.wake(busy, at)
+        finally:
+            client.close()
+
+    replies = [wake(n) for n in range(6)]
+
+    assert [reply.status_code for reply in replies] == [204] * 3 + [429] * 3
+    for reply in replies:
+        if reply.status_code == 429:
+            error = reply.json()["error"]
+            assert error.startswith("this instance registered 3 wakes in 86400 s, as many as the service allows")
+    assert account.with_token(quiet).wake(quiet, at).status_code == 204  # per instance
+    account.close()
