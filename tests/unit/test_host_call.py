@@ -1,13 +1,21 @@
 """`call_wake` against real HTTP servers on loopback, one per test."""
 
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from urllib3.exceptions import NewConnectionError
 
 from wakeup import __version__
@@ -194,7 +202,7 @@ class ChangingDns:
         monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
 
 
-def serve_on(address: str, port: int, host: Host) -> ThreadingHTTPServer:
+def serve_on(address: str, port: int, host: Host, start: bool = True) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             host.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
@@ -204,7 +212,8 @@ def serve_on(address: str, port: int, host: Host) -> ThreadingHTTPServer:
             pass
 
     server = ThreadingHTTPServer((address, port), Handler)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    if start:
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return server
 
 
@@ -285,3 +294,88 @@ def test_a_name_that_does_not_resolve_is_named_so(monkeypatch: pytest.MonkeyPatc
     outcome = call_wake(f"http://{NAME}", INSTANCE_ID, timeout_s=5, addresses=INTERNAL_ONLY, resolver=unknown)
 
     assert outcome == CallOutcome(status=None, error="host name not found")
+
+
+# -- HTTPS to a pinned address: SNI and the certificate check keep the host name -------------------------
+
+
+def self_signed(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """A certificate for `name` (its own CA) and its key, as PEM files."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    start = datetime.now(UTC) - timedelta(minutes=1)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(start + timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path
+
+
+@pytest.fixture
+def tls_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Host, int, list[str]]]:
+    """An HTTPS host on 127.0.0.1 with a certificate for NAME, trusted here (SSL_CERT_FILE, which
+    OpenSSL's default paths follow), recording the server name each handshake asked for."""
+    cert_path, key_path = self_signed(tmp_path, NAME)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert_path))
+    server_names: list[str] = []
+
+    def ok(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(204)
+        handler.end_headers()
+
+    host = Host(ok)
+    server = serve_on("127.0.0.1", 0, host, start=False)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_path, key_path)
+    context.sni_callback = lambda sock, name, ctx: server_names.append(name or "") and None
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    yield host, server.server_address[1], server_names
+    server.shutdown()
+    server.server_close()
+
+
+def test_https_to_the_checked_address_sends_the_host_name_and_verifies_the_certificate_for_it(
+    monkeypatch: pytest.MonkeyPatch, tls_host: tuple[Host, int, list[str]]
+) -> None:
+    host, port, server_names = tls_host
+    dns = ChangingDns(monkeypatch, ["127.0.0.1"], ["127.0.0.2"])
+
+    outcome = call_wake(f"https://{NAME}:{port}", INSTANCE_ID, timeout_s=5, addresses=INTERNAL_ONLY)
+
+    assert outcome == CallOutcome(status=204, error=None)
+    assert dns.questions == 1
+    assert server_names == [NAME]
+    [(_, headers)] = host.requests
+    assert headers["host"] == f"{NAME}:{port}"
+
+
+def test_https_to_a_host_whose_certificate_names_another_host_is_not_trusted(
+    monkeypatch: pytest.MonkeyPatch, tls_host: tuple[Host, int, list[str]]
+) -> None:
+    host, port, _ = tls_host
+    other = "other.test"
+    real = socket.getaddrinfo
+
+    def resolve_other(name: str, *args: Any, **kwargs: Any) -> Any:
+        return real("127.0.0.1" if name == other else name, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve_other)
+
+    outcome = call_wake(f"https://{other}:{port}", INSTANCE_ID, timeout_s=5, addresses=INTERNAL_ONLY)
+
+    assert outcome == CallOutcome(status=None, error="TLS certificate not trusted")
+    assert host.requests == []
