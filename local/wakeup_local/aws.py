@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import boto3
+import botocore.session
 from botocore.config import Config
 
 if TYPE_CHECKING:
@@ -42,10 +43,14 @@ class AwsClients:
 
 
 def make_clients(endpoint_url: str, region: str) -> AwsClients:
+    # No profile from the shell's AWS_PROFILE (one that does not exist here would fail the session);
+    # credentials, region and endpoint are all given.
+    no_profile = botocore.session.Session(session_vars={"profile": (None, None, None, None)})
     session = boto3.session.Session(
         aws_access_key_id=DUMMY_ACCESS_KEY_ID,
         aws_secret_access_key=DUMMY_SECRET_ACCESS_KEY,
         region_name=region,
+        botocore_session=no_profile,
     )
     return AwsClients(
         dynamodb=session.client("dynamodb", endpoint_url=endpoint_url, config=_CONFIG),

@@ -1,32 +1,30 @@
-"""The template's functions, imported and invoked in this process as Lambda would run them.
+"""The template's functions, each run in execution environments of its own, as Lambda runs them.
 
-Each `AWS::Serverless::Function` becomes a `LocalFunction`: its `CodeUri` folder (and its layers')
-on `sys.path`, its `Handler` imported as `module.function`, its environment made of
-`Globals.Function` and its own variables, resolved. The environment is in `os.environ` before its
-module is imported, since handlers read their settings at cold start.
-
-All functions share one process here, hence one `os.environ`: it holds every function's variables
-at once (where two functions disagree on a variable, each sees its own while its module is
-imported; afterwards the first one's value stays).
+Each `AWS::Serverless::Function` becomes a `LocalFunction`. Its invocations run in processes of
+their own (environment.py), one invocation at a time each, reused while warm and bounded by the
+function's concurrency (environment_pool.py). Each environment has exactly its function's variables
+(`Globals.Function` and its own, resolved, with `WAKEUP_*` overrides from the stack's environment)
+and the ones Lambda defines for a Python runtime (`runtime_variables`).
 """
 
 from __future__ import annotations
 
-import decimal
-import importlib
+import importlib.util
 import json
 import logging
 import os
 import re
 import sys
 import threading
-import time
-import uuid
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wakeup_local.aws import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY
+from wakeup_local.environment import RUNTIME_CLIENT, EnvironmentSettings, ExecutionEnvironment, FunctionError
+from wakeup_local.environment_pool import EnvironmentPool, Throttled
+from wakeup_local.lambda_logs import FunctionLog
 from wakeup_local.template import (
     SERVERLESS_FUNCTION,
     Resolver,
@@ -35,25 +33,28 @@ from wakeup_local.template import (
     function_arn,
 )
 
+__all__ = ["FunctionError", "FunctionSpec", "Functions", "LocalFunction", "Throttled", "function_specs"]
+
 log = logging.getLogger(__name__)
 
 # Lambda's defaults when neither the function nor Globals say.
 DEFAULT_MEMORY_MB = 128
 DEFAULT_TIMEOUT_S = 3.0
+DEFAULT_RUNTIME = "python3.13"
 
 # Settings the person starting the local stack may set in its environment to override the template
 # (`WAKEUP_SQS_HORIZON_S=5 make run`). Variables of the local stack itself are not passed on.
 OVERRIDABLE_PREFIX = "WAKEUP_"
 LOCAL_ONLY_PREFIX = "WAKEUP_LOCAL_"
 
-Handler = Callable[[Any, Any], Any]
-
-# Importing sets os.environ for the module being imported: one import at a time.
-_import_lock = threading.Lock()
-
-
-class FunctionError(Exception):
-    """Raised when an invocation fails as Lambda would report it (timeout, unserialisable result)."""
+# The local stack's own settings for the environments.
+CONCURRENCY_ENV = "WAKEUP_LOCAL_CONCURRENCY"
+IDLE_ENV = "WAKEUP_LOCAL_IDLE_S"
+# Concurrent environments of a function without ReservedConcurrentExecutions (on AWS the account's
+# 1,000 unreserved; here each is a process of about 60 MB).
+DEFAULT_CONCURRENCY = 16
+# How long an environment stays warm without an invocation (Lambda does not say; minutes).
+DEFAULT_IDLE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -70,33 +71,66 @@ class FunctionSpec:
     environment: dict[str, str]
     events: dict[str, dict[str, Any]]
     layer_dirs: tuple[Path, ...] = ()
+    runtime: str = DEFAULT_RUNTIME
+    reserved_concurrency: int | None = None
+    log_group: str = ""
 
 
-@dataclass
-class LambdaContext:
-    """The context object Lambda's Python runtime hands a handler."""
+def runtime_variables(spec: FunctionSpec, region: str, endpoint_url: str) -> dict[str, str]:
+    """An environment's variables: the function's own, and those Lambda defines for its runtime.
 
-    function_name: str
-    invoked_function_arn: str
-    memory_limit_in_mb: int
-    aws_request_id: str
-    deadline_ms: int
-    function_version: str = "$LATEST"
-    log_group_name: str = ""
-    log_stream_name: str = "local"
-    identity: Any = None
-    client_context: Any = None
+    Lambda's list: "Defined runtime environment variables",
+    https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars.html#configuration-envvars-runtime
+    The reserved ones win over the function's; `AWS_LAMBDA_RUNTIME_API` and the log stream are each
+    environment's own (environment.py). `_X_AMZN_TRACE_ID` is set per invocation by the runtime
+    client from the Runtime API's trace header.
 
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, self.deadline_ms - int(time.time() * 1000))
+    Beyond Lambda's, only what keeps the handlers on the local moto server: its endpoint, dummy
+    credentials (in place of the execution role's), no shared config file; and `AWS_SAM_LOCAL`, set
+    as `sam local` sets it, so Powertools' Tracer stays off (no X-Ray daemon here).
+    """
+    client = importlib.util.find_spec(RUNTIME_CLIENT)
+    site = Path(client.origin).resolve().parents[1] if client is not None and client.origin else Path()
+    unreserved = {
+        "LANG": "en_US.UTF-8",
+        # The runtime's interpreter first, as /var/lang/bin is on Lambda.
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin/:/bin:/opt/bin",
+        # Code first, then layers, then the runtime's own packages (the interpreter's site-packages),
+        # Lambda's order: "Dependency search path and runtime-included libraries",
+        # https://docs.aws.amazon.com/lambda/latest/dg/python-package.html#python-package-searchpath
+        "PYTHONPATH": os.pathsep.join(str(folder) for folder in (spec.code_dir, *spec.layer_dirs)),
+    }
+    reserved = {
+        "_HANDLER": spec.handler,
+        "AWS_REGION": region,
+        "AWS_DEFAULT_REGION": region,
+        "AWS_EXECUTION_ENV": f"AWS_Lambda_{spec.runtime}",
+        "AWS_LAMBDA_FUNCTION_NAME": spec.name,
+        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_mb),
+        "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+        "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
+        "AWS_LAMBDA_LOG_GROUP_NAME": spec.log_group or f"/aws/lambda/{spec.name}",
+        "LAMBDA_TASK_ROOT": str(spec.code_dir),
+        "LAMBDA_RUNTIME_DIR": str(site),
+        "TZ": ":UTC",
+    }
+    local = {
+        "AWS_ENDPOINT_URL": endpoint_url,
+        "AWS_ACCESS_KEY_ID": DUMMY_ACCESS_KEY_ID,
+        "AWS_SECRET_ACCESS_KEY": DUMMY_SECRET_ACCESS_KEY,
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        "AWS_SAM_LOCAL": "true",
+    }
+    return {**unreserved, **spec.environment, **reserved, **local}
 
 
-@dataclass
 class LocalFunction:
-    spec: FunctionSpec
-    handler: Handler
-    region: str = "us-east-1"
-    _cold: bool = field(default=True, init=False)
+    """One function of the stack: `invoke(event)` runs it in one of its environments."""
+
+    def __init__(self, spec: FunctionSpec, pool: EnvironmentPool) -> None:
+        self.spec = spec
+        self.pool = pool
 
     @property
     def name(self) -> str:
@@ -106,54 +140,27 @@ class LocalFunction:
     def arn(self) -> str:
         return self.spec.arn
 
-    def context(self) -> LambdaContext:
-        return LambdaContext(
-            function_name=self.spec.name,
-            invoked_function_arn=self.spec.arn,
-            memory_limit_in_mb=self.spec.memory_mb,
-            aws_request_id=str(uuid.uuid4()),
-            deadline_ms=int(time.time() * 1000 + self.spec.timeout_s * 1000),
-            log_group_name=f"/aws/lambda/{self.spec.name}",
-        )
+    def invoke(self, event: Any, *, throttle: bool = False) -> Any:
+        """Runs the handler on `event` and returns its result; blocking and thread-safe.
 
-    def invoke(self, event: Any) -> Any:
-        """Runs the handler on (a JSON copy of) `event` and returns its result, JSON round-tripped.
-
-        The handler's own exception propagates. A handler that runs past its timeout has its result
-        discarded with `FunctionError`, since Lambda would have stopped it: the caller (poller,
-        gateway) then treats the invocation as failed, as Lambda's would.
+        Raises FunctionError when the invocation fails as Lambda reports it (the handler raised,
+        timed out, its environment exited or did not start). With `throttle`, a synchronous caller's
+        invocation beyond the function's reserved concurrency raises Throttled instead of waiting.
         """
-        context = self.context()
-        payload = json.loads(json.dumps(event))
-        started = time.monotonic()
-        result = self.handler(payload, context)
-        elapsed = time.monotonic() - started
-        if elapsed > self.spec.timeout_s:
-            log.warning(
-                "function %s ran %.1f s, past its %.1f s timeout: counted as failed",
-                self.spec.name,
-                elapsed,
-                self.spec.timeout_s,
-            )
-            raise FunctionError(f"Task timed out after {self.spec.timeout_s:.2f} seconds")
-        try:
-            return json.loads(json.dumps(result, default=_lambda_json_default))
-        except (TypeError, ValueError) as exc:
-            raise FunctionError(f"Runtime.MarshalError: the result of {self.spec.name} is not JSON") from exc
-
-
-def _lambda_json_default(value: Any) -> Any:
-    # Lambda's Python runtime serialises Decimal (as boto3's DynamoDB layer hands them out).
-    if isinstance(value, decimal.Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+        result = self.pool.invoke(json.dumps(event).encode(), throttle=throttle)
+        return json.loads(result) if result else None
 
 
 class Functions:
-    """The stack's functions, found by logical id, name or ARN (a Scheduler target's)."""
+    """The stack's functions, found by logical id, name or ARN (a Scheduler target's).
+
+    While started, a thread stops the environments that have been idle too long.
+    """
 
     def __init__(self, functions: list[LocalFunction]) -> None:
         self._functions = list(functions)
+        self._stopping = threading.Event()
+        self._reaper: threading.Thread | None = None
 
     def __iter__(self) -> Iterator[LocalFunction]:
         return iter(self._functions)
@@ -179,6 +186,61 @@ class Functions:
             if function.spec.name == name:
                 return function
         return None
+
+    def start(self) -> None:
+        if self._functions:
+            self._reaper = threading.Thread(target=self._stop_idle, name="environment-reaper", daemon=True)
+            self._reaper.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._reaper is not None:
+            self._reaper.join()
+            self._reaper = None
+        for function in self._functions:
+            function.pool.stop()
+
+    def _stop_idle(self) -> None:
+        period = max(0.05, min(function.pool.idle_s for function in self._functions) / 4)
+        while not self._stopping.wait(period):
+            for function in self._functions:
+                function.pool.stop_idle()
+
+
+def make_functions(
+    specs: list[FunctionSpec],
+    *,
+    region: str,
+    endpoint_url: str,
+    function_log: FunctionLog,
+    settings: Mapping[str, str],
+) -> Functions:
+    """The functions of `specs`, no environment started yet (each starts on its first invocation).
+
+    `settings` is the stack's environment: `WAKEUP_LOCAL_CONCURRENCY` bounds the environments of a
+    function without a reservation, `WAKEUP_LOCAL_IDLE_S` is how long one stays warm unused.
+    """
+    concurrency = int(settings.get(CONCURRENCY_ENV) or DEFAULT_CONCURRENCY)
+    idle_s = float(settings.get(IDLE_ENV) or DEFAULT_IDLE_S)
+    functions = []
+    for spec in specs:
+        environment = EnvironmentSettings(
+            logical_id=spec.logical_id,
+            function_arn=spec.arn,
+            handler=spec.handler,
+            code_dir=spec.code_dir,
+            memory_mb=spec.memory_mb,
+            timeout_s=spec.timeout_s,
+            variables=runtime_variables(spec, region, endpoint_url),
+        )
+
+        def make(environment: EnvironmentSettings = environment) -> ExecutionEnvironment:
+            return ExecutionEnvironment(environment, function_log)
+
+        reserved = spec.reserved_concurrency is not None
+        bound = spec.reserved_concurrency if spec.reserved_concurrency is not None else concurrency
+        functions.append(LocalFunction(spec, EnvironmentPool(make, bound, reserved=reserved, idle_s=idle_s)))
+    return Functions(functions)
 
 
 # --- reading the template --------------------------------------------------------------------------
@@ -231,18 +293,30 @@ def _spec(
     if not isinstance(handler, str) or "." not in handler:
         raise TemplateError(f"{logical_id}: Handler must be module.function, not {handler!r}")
     name = resolver.physical_name(logical_id)
+    code_dir = (template.base_dir / code_uri).resolve()
+    layer_dirs = tuple(_layer_dirs(properties.get("Layers") or [], template, resolver))
+    for folder in (code_dir, *layer_dirs):
+        if not folder.is_dir():
+            raise TemplateError(f"{logical_id}: the folder {folder} does not exist")
     return FunctionSpec(
         logical_id=logical_id,
         name=name,
         arn=function_arn(name, resolver.region, resolver.account_id),
-        code_dir=(template.base_dir / code_uri).resolve(),
+        code_dir=code_dir,
         handler=handler,
         memory_mb=int(resolver.resolve(properties.get("MemorySize", DEFAULT_MEMORY_MB))),
         timeout_s=float(resolver.resolve(properties.get("Timeout", DEFAULT_TIMEOUT_S))),
         environment=_environment(logical_id, properties, template, resolver, process_env),
         events=resolver.resolve(properties.get("Events") or {}),
-        layer_dirs=tuple(_layer_dirs(properties.get("Layers") or [], template, resolver)),
+        layer_dirs=layer_dirs,
+        runtime=str(resolver.resolve(properties.get("Runtime", DEFAULT_RUNTIME))),
+        reserved_concurrency=_optional_int(resolver.resolve(properties.get("ReservedConcurrentExecutions"))),
+        log_group=str(resolver.resolve((properties.get("LoggingConfig") or {}).get("LogGroup")) or ""),
     )
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def _environment(
@@ -309,48 +383,3 @@ def _layer_dirs(layers: list[Any], template: Template, resolver: Resolver) -> It
         if isinstance(content, str):
             folder = (template.base_dir / content).resolve()
             yield folder / "python" if (folder / "python").is_dir() else folder
-
-
-# --- importing -------------------------------------------------------------------------------------
-
-
-def common_environment(specs: list[FunctionSpec]) -> dict[str, str]:
-    """Every function's variables in one mapping (the first function's value where they differ)."""
-    environment: dict[str, str] = {}
-    for spec in specs:
-        for key, value in spec.environment.items():
-            if key in environment and environment[key] != value:
-                log.debug("functions differ on %s; the process keeps %r", key, environment[key])
-            environment.setdefault(key, value)
-    return environment
-
-
-def load_functions(specs: list[FunctionSpec], set_env: Callable[[str, str], None], region: str) -> Functions:
-    """Imports each handler afresh (a cold start), its environment set through `set_env` first."""
-    common = common_environment(specs)
-    functions = []
-    with _import_lock:
-        for spec in specs:
-            for key, value in {**common, **spec.environment}.items():
-                set_env(key, value)
-            functions.append(LocalFunction(spec, _import_handler(spec), region))
-        for key, value in common.items():
-            set_env(key, value)
-    return Functions(functions)
-
-
-def _import_handler(spec: FunctionSpec) -> Handler:
-    for folder in (*spec.layer_dirs, spec.code_dir):
-        if not folder.is_dir():
-            raise TemplateError(f"{spec.logical_id}: the folder {folder} does not exist")
-        if str(folder) not in sys.path:
-            sys.path.insert(0, str(folder))
-    module_name, _, function_name = spec.handler.rpartition(".")
-    # A fresh import, as a new Lambda environment would make: module-level settings are read now.
-    sys.modules.pop(module_name, None)
-    module = importlib.import_module(module_name)
-    handler = getattr(module, function_name, None)
-    if not callable(handler):
-        raise TemplateError(f"{spec.logical_id}: {module_name} has no function {function_name}")
-    log.info("function loaded: %s (%s)", spec.name, spec.handler)
-    return handler  # type: ignore[no-any-return]

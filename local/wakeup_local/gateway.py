@@ -39,7 +39,9 @@ DEFAULT_ROUTE = "$default"
 STAGE = "$default"
 # API Gateway's payload limit for HTTP APIs.
 MAX_BODY_BYTES = 10 * 1024 * 1024
-INTERNAL_ERROR = {"error": "internal error"}
+# API Gateway's own reply when the function fails, times out or is throttled (HTTP APIs, payload
+# format 2.0: https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-troubleshooting-lambda.html).
+INTERNAL_ERROR = {"message": "Internal Server Error"}
 _ANY_METHODS = {"ANY", "X-AMAZON-APIGATEWAY-ANY-METHOD"}
 # Seconds an idle keep-alive connection stays open.
 IDLE_CONNECTION_TIMEOUT_S = 30
@@ -455,11 +457,12 @@ class Gateway:
         )
         started = time.monotonic()
         try:
-            response = response_from(route.function.invoke(event))
-        except Exception:
-            # API Gateway answers a failed invocation with a 500 of its own; the trace goes to the
-            # log (as to CloudWatch), never into the reply.
-            log.exception("%s failed on %s %s", route.function.name, method, raw_path)
+            # A synchronous invocation: throttled at the function's reserved concurrency, as Lambda's.
+            response = response_from(route.function.invoke(event, throttle=True))
+        except Exception as exc:
+            # API Gateway answers a failed invocation with a 500 of its own; the error goes to the
+            # log (the function's own trace is in its log already), never into the reply.
+            log.error("%s failed on %s %s: %s", route.function.spec.logical_id, method, raw_path, exc)
             return _json_response(500, INTERNAL_ERROR, request_id)
         log.info(
             "%s %s -> %d (%s, %.0f ms)",

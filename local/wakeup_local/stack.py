@@ -3,11 +3,10 @@
     with LocalStack("template.yaml", port=0) as stack:
         requests.get(f"{stack.url}/wakeup/instances", headers={"Authorization": f"Bearer {stack.account_token}"})
 
-The handlers, the gateway, the poller and the Scheduler run in this process, moto in a child
-process of its own (see moto_process.py). The stack sets `os.environ` for its handlers (AWS
-settings pointed at moto, the functions' variables) while it runs; `stop()` puts the environment
-back. Handlers keep module state (cached settings), so run one stack per process where handlers
-differ in settings.
+The gateway, the poller and the Scheduler run in this process, moto in a child process of its own
+(see moto_process.py), and each function's invocations in execution environments of their own,
+processes started on demand (functions.py). The stack leaves this process's `os.environ` alone:
+each environment gets its own variables, so several stacks can run side by side in one process.
 """
 
 from __future__ import annotations
@@ -18,13 +17,14 @@ import random
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import IO, Any
 
 from wakeup.addresses import LOOPBACK_CIDRS
 from wakeup_local.async_invoke import AsyncInvoker, Attempt, event_invoke_configs
-from wakeup_local.aws import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY, AwsClients, make_clients
-from wakeup_local.functions import Functions, FunctionSpec, function_specs, load_functions
+from wakeup_local.aws import AwsClients, make_clients
+from wakeup_local.functions import Functions, FunctionSpec, function_specs, make_functions
 from wakeup_local.gateway import Gateway, routes_from
+from wakeup_local.lambda_logs import FunctionLog
 from wakeup_local.moto_process import MotoProcess
 from wakeup_local.resources import StackResources, create_resources
 from wakeup_local.scheduler import RecurringRunner, ScheduleWatcher, recurring_schedules
@@ -49,9 +49,6 @@ CALL_ALLOWED_CIDRS_ENV = "WAKEUP_CALL_ALLOWED_CIDRS"
 UNBOUNDED_ENV = "WAKEUP_LOCAL_UNBOUNDED"
 # Multiplies the waits between Lambda's asynchronous retries and the maximum event age (1: AWS's).
 ASYNC_TIME_SCALE_ENV = "WAKEUP_LOCAL_ASYNC_TIME_SCALE"
-# Environment that could send the handlers' boto3 calls anywhere but the local moto server.
-_AWS_ENV_REMOVED = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
-
 AccountMinter = Callable[[AwsClients, str, str], str]
 
 
@@ -75,29 +72,6 @@ def check_wakeup_settings(specs: list[FunctionSpec]) -> None:
             load_settings(spec.environment)
 
 
-class _Environment:
-    """Changes to `os.environ` that can be undone."""
-
-    def __init__(self) -> None:
-        self._saved: dict[str, str | None] = {}
-
-    def set(self, key: str, value: str) -> None:
-        self._saved.setdefault(key, os.environ.get(key))
-        os.environ[key] = value
-
-    def unset(self, key: str) -> None:
-        self._saved.setdefault(key, os.environ.get(key))
-        os.environ.pop(key, None)
-
-    def restore(self) -> None:
-        for key, value in self._saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        self._saved.clear()
-
-
 def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -107,7 +81,8 @@ class LocalStack:
     SQS poller, Scheduler, and a first account.
 
     `env` is added to the stack's environment as if it had been set in the shell that starts it
-    (`WAKEUP_SQS_HORIZON_S=5`, `WAKEUP_LOCAL_EXACT_SCHEDULES=1` ...).
+    (`WAKEUP_SQS_HORIZON_S=5`, `WAKEUP_LOCAL_EXACT_SCHEDULES=1` ...). What the functions print goes
+    to `function_log` (default: stderr), each line prefixed with the function's logical id.
     """
 
     def __init__(
@@ -121,6 +96,7 @@ class LocalStack:
         first_account_label: str | None = "local",
         account_minter: AccountMinter = mint_with_wakeup,
         rng: random.Random | None = None,
+        function_log: IO[str] | None = None,
     ) -> None:
         self.template_path = Path(template)
         self.port = port
@@ -130,7 +106,7 @@ class LocalStack:
         self._first_account_label = first_account_label
         self._account_minter = account_minter
         self._rng = rng or random.Random()
-        self._environment = _Environment()
+        self._function_log = FunctionLog(function_log)
         self._moto: MotoProcess | None = None
         self._gateway: Gateway | None = None
         self._poller: SqsPoller | None = None
@@ -242,15 +218,24 @@ class LocalStack:
         self._moto = MotoProcess()
         self._moto.start()
         self.endpoint_url = self._moto.endpoint_url
-        self._set_aws_environment()
-        settings_env = dict(os.environ)
+        settings_env = {**os.environ, **self.env}
+        # The service refuses to call loopback addresses by default (wakeup.addresses); here every
+        # host runs on this machine, so the local stack allows loopback unless told otherwise.
+        settings_env.setdefault(CALL_ALLOWED_CIDRS_ENV, LOOPBACK_CIDRS)
 
         resolver = Resolver(template, self.stack_name, self.region, endpoint_url=self.endpoint_url, rng=self._rng)
         self._clients = make_clients(self.endpoint_url, self.region)
         self.resources = create_resources(template, resolver, self._clients)
         specs = function_specs(template, resolver, settings_env)
         check_wakeup_settings(specs)
-        self.functions = load_functions(specs, self._environment.set, self.region)
+        self.functions = make_functions(
+            specs,
+            region=self.region,
+            endpoint_url=self.endpoint_url,
+            function_log=self._function_log,
+            settings=settings_env,
+        )
+        self.functions.start()
         self.table_name = self._find_table_name(specs_env=[spec.environment for spec in specs])
 
         unbounded = _truthy(settings_env.get(UNBOUNDED_ENV))
@@ -290,24 +275,6 @@ class LocalStack:
             self.account_token = self.mint_account(self._first_account_label)
         log.info("local stack %s serving on %s", self.stack_name, self.url)
 
-    def _set_aws_environment(self) -> None:
-        for key in _AWS_ENV_REMOVED:
-            self._environment.unset(key)
-        for key in [key for key in os.environ if key.startswith("AWS_ENDPOINT_URL_")]:
-            self._environment.unset(key)
-        # Dummy credentials always: the local stack must never reach a real account.
-        self._environment.set("AWS_ACCESS_KEY_ID", DUMMY_ACCESS_KEY_ID)
-        self._environment.set("AWS_SECRET_ACCESS_KEY", DUMMY_SECRET_ACCESS_KEY)
-        self._environment.set("AWS_DEFAULT_REGION", self.region)
-        self._environment.set("AWS_REGION", self.region)
-        self._environment.set("AWS_ENDPOINT_URL", self.endpoint_url)
-        for key, value in self.env.items():
-            self._environment.set(key, value)
-        # The service refuses to call loopback addresses by default (wakeup.addresses); here every
-        # host runs on this machine, so the local stack allows loopback unless told otherwise.
-        if CALL_ALLOWED_CIDRS_ENV not in os.environ:
-            self._environment.set(CALL_ALLOWED_CIDRS_ENV, LOOPBACK_CIDRS)
-
     def _find_table_name(self, specs_env: list[dict[str, str]]) -> str:
         """The service's table: the one the functions' `WAKEUP_TABLE` names, or the only one."""
         named = {env["WAKEUP_TABLE"] for env in specs_env if "WAKEUP_TABLE" in env}
@@ -326,6 +293,7 @@ class LocalStack:
             if part is not None:
                 part.stop()
         self._recurring = self._watcher = self._poller = self._async = None
+        self.functions.stop()
         if self._clients is not None:
             self._clients.close()
             self._clients = None
@@ -333,4 +301,3 @@ class LocalStack:
             self._moto.stop()  # and with its process goes all the stack's AWS state
             self._moto = None
         self._gateway = None
-        self._environment.restore()

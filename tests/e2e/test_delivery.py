@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from wakes_support import Instances, StackAws, as_registered, iso
+from wakes_support import Instances, StackAws, as_registered, iso, warm_caller
 
 from support.api import Api
 from support.host import WakeHost, closed_port_url, hang, redirect
@@ -30,6 +30,7 @@ def instances(api: Api) -> Iterator[Instances]:
 
 def test_a_wake_three_seconds_ahead_is_called_once_on_time(instances: Instances, host: WakeHost) -> None:
     # given
+    warm_caller(instances, 1)
     instance_id, token = instances.new(host.url)
     at = iso(time.time() + 3)
     # when
@@ -153,6 +154,7 @@ def test_a_moved_instance_is_called_at_neither_url(instances: Instances, host: W
 
 def test_twenty_concurrent_wakes_make_one_call_at_the_time_finally_held(instances: Instances, host: WakeHost) -> None:
     # given 20 requests racing with times a few seconds ahead
+    warm_caller(instances, 20)
     instance_id, token = instances.new(host.url)
     base = time.time() + 4
     times = [iso(base + n * 0.1) for n in range(20)]
@@ -184,6 +186,7 @@ def test_a_hundred_wakes_due_at_one_second_are_each_called_once_on_time(
 ) -> None:
     instances = unbounded_instances
     # given 100 instances on one host, each with a path of its own
+    warm_caller(instances, 100)
     tokens = {f"/i{n}/wake": instances.new(host.url_for(f"i{n}"))[1] for n in range(100)}
     at = iso(time.time() + 6)
     with ThreadPoolExecutor(max_workers=10) as pool:

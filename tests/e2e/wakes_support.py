@@ -2,13 +2,16 @@
 stack's HTTP API, times as the service writes them, and a look into the stack's moto."""
 
 import json
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
 import boto3
 
 from support.api import Api
+from support.host import running_host
 from support.stack_process import StackProcess
 from support.waiting import wait_until
 from wakeup.times import format_time, parse_stored
@@ -60,6 +63,22 @@ class Instances:
     def remove_all(self) -> None:
         for instance_id in self.ids:
             self.api.delete(f"/wakeup/instances/{instance_id}")
+
+
+def warm_caller(instances: Instances, wakes: int) -> None:
+    """Has the caller deliver `wakes` wakes due at one second (to a host of their own), so that as
+    many of its environments are warm as such a burst takes, before a test times one.
+
+    The local stack starts a function's environments as Lambda does, on demand; but here their cold
+    starts share this machine's few cores, so a burst on a cold caller is seconds late where AWS
+    would start its environments side by side. A test of the service's timing warms it first.
+    """
+    with running_host() as host:
+        tokens = [instances.new(host.url_for(f"warm{n}"))[1] for n in range(wakes)]
+        at = iso(time.time() + 2)
+        with ThreadPoolExecutor(max_workers=10) as pool:
+            list(pool.map(lambda token: instances.wake(token, at), tokens))
+        host.wait_for_calls(wakes, timeout=60)
 
 
 class StackAws:

@@ -4,32 +4,51 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import pytest
-from localstack_helpers import FIXTURE_TEMPLATE, StartStack, fake_minter
+from localstack_helpers import FIXTURE_TEMPLATE, RECORDS_ENV, StartStack, fake_minter
 
 from wakeup_local.stack import LocalStack
 
 
 @pytest.fixture
-def start_stack() -> Iterator[StartStack]:
-    """Starts in-process stacks of the fixture template (keyword arguments go to LocalStack)."""
+def start_stack(tmp_path: Path) -> Iterator[StartStack]:
+    """Starts in-process stacks of the fixture template (keyword arguments go to LocalStack); their
+    handlers record what they get in a folder of the test's own, and their log goes to a file there
+    (what an environment prints may come after the test ends)."""
     started: list[LocalStack] = []
+    with ExitStack() as logs:
 
-    def start(**kwargs: Any) -> LocalStack:
-        kwargs.setdefault("account_minter", fake_minter)
-        kwargs.setdefault("stack_name", f"t-{uuid.uuid4().hex[:8]}")
-        started.append(LocalStack(FIXTURE_TEMPLATE, **kwargs).start())
-        return started[-1]
+        def start(**kwargs: Any) -> LocalStack:
+            kwargs.setdefault("account_minter", fake_minter)
+            kwargs.setdefault("stack_name", f"t-{uuid.uuid4().hex[:8]}")
+            records = tmp_path / f"records-{len(started)}"
+            records.mkdir()
+            kwargs["env"] = {RECORDS_ENV: str(records), **(kwargs.get("env") or {})}
+            kwargs.setdefault("function_log", logs.enter_context((records / "functions.log").open("w")))
+            started.append(LocalStack(FIXTURE_TEMPLATE, **kwargs).start())
+            return started[-1]
 
-    yield start
-    for stack in started:
-        stack.stop()
+        yield start
+        for stack in started:
+            stack.stop()
 
 
 @pytest.fixture(scope="module")
-def module_stack() -> Iterator[LocalStack]:
+def module_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     """One stack for the tests of a module that do not disturb each other."""
-    with LocalStack(FIXTURE_TEMPLATE, account_minter=fake_minter, stack_name=f"m-{uuid.uuid4().hex[:8]}") as stack:
+    records = tmp_path_factory.mktemp("records")
+    with (
+        (records / "functions.log").open("w") as log,
+        LocalStack(
+            FIXTURE_TEMPLATE,
+            account_minter=fake_minter,
+            stack_name=f"m-{uuid.uuid4().hex[:8]}",
+            env={RECORDS_ENV: str(records)},
+            function_log=log,
+        ) as stack,
+    ):
         yield stack

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,20 @@ ROOT = Path(__file__).resolve().parents[2]
 # The `start_stack` fixture: starts an in-process stack of the fixture template (LocalStack's kwargs).
 StartStack = Callable[..., LocalStack]
 
-__all__ = ["StartStack", "FIXTURE_DIR", "FIXTURE_TEMPLATE", "ROOT", "fake_minter", "handler_state", "wait_until"]
+# The setting that tells the fixture's handlers where to record what they get (see handlers/records.py).
+RECORDS_ENV = "WAKEUP_TEST_RECORDS"
+
+__all__ = [
+    "StartStack",
+    "FIXTURE_DIR",
+    "FIXTURE_TEMPLATE",
+    "RECORDS_ENV",
+    "ROOT",
+    "fake_minter",
+    "handler_records",
+    "wait_until",
+    "warm_up",
+]
 
 
 def fake_minter(clients: AwsClients, table_name: str, label: str) -> str:
@@ -25,6 +40,18 @@ def fake_minter(clients: AwsClients, table_name: str, label: str) -> str:
     return f"swa_test_{label}"
 
 
-def handler_state(stack: LocalStack, logical_id: str, name: str) -> Any:
-    """A module-level variable of the function's handler (each function has its own module)."""
-    return stack.functions.by_logical_id(logical_id).handler.__globals__[name]
+def handler_records(stack: LocalStack, logical_id: str) -> list[dict[str, Any]]:
+    """What the function's handlers recorded so far, in order (each environment appends its own)."""
+    path = Path(stack.env[RECORDS_ENV]) / f"{stack.functions.by_logical_id(logical_id).name}.jsonl"
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    return [json.loads(line) for line in lines if line.endswith("\n")]  # a line being written is left out
+
+
+def warm_up(stack: LocalStack, logical_id: str, environments: int, event: Any) -> None:
+    """Starts about `environments` environments of the function at once (each invocation finds none
+    free while the others start), so that what a test times next includes no cold start."""
+    function = stack.functions.by_logical_id(logical_id)
+    with ThreadPoolExecutor(environments) as pool:
+        list(pool.map(lambda _: function.invoke(event), range(environments)))

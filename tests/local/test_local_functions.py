@@ -1,17 +1,12 @@
-"""The template's functions: environment, cold-start import, context, lookup by name and ARN."""
+"""The template's functions as specs: environment, memory, timeout, names; context and lookup."""
 
-import decimal
 import random
 import re
-import time
-from pathlib import Path
-from typing import Any
 
-import pytest
 import requests
-from localstack_helpers import FIXTURE_TEMPLATE, StartStack
+from localstack_helpers import FIXTURE_TEMPLATE
 
-from wakeup_local.functions import FunctionError, FunctionSpec, LocalFunction, function_specs
+from wakeup_local.functions import FunctionSpec, function_specs
 from wakeup_local.stack import LocalStack
 from wakeup_local.template import Resolver, load_template
 
@@ -62,13 +57,13 @@ def test_the_environment_is_set_before_the_handler_module_is_imported(module_sta
     assert reply["environment_at_import"] == {"STAGE": "test", "API_ONLY": "yes"}
 
 
-def test_the_handler_gets_a_lambda_like_context(module_stack: LocalStack) -> None:
+def test_the_handler_gets_lambdas_context(module_stack: LocalStack) -> None:
     first = requests.get(f"{module_stack.url}/items/x", timeout=10).json()["context"]
     second = requests.get(f"{module_stack.url}/items/x", timeout=10).json()["context"]
     function = module_stack.functions.by_logical_id("ApiFunction")
     assert first["function_name"] == function.name
     assert first["invoked_function_arn"] == f"arn:aws:lambda:us-east-1:123456789012:function:{function.name}"
-    assert first["memory_limit_in_mb"] == 256
+    assert first["memory_limit_in_mb"] == "256"  # as Lambda's Python runtime gives it: a string
     assert 9000 < first["remaining_ms"] <= 10000
     assert first["aws_request_id"] != second["aws_request_id"]
 
@@ -83,47 +78,8 @@ def test_functions_are_found_by_name_arn_and_qualified_arn(module_stack: LocalSt
     assert module_stack.functions.find("nobody") is None
 
 
-def test_each_stack_imports_its_handlers_afresh(start_stack: StartStack) -> None:
-    first = start_stack(env={"STAGE_OVERRIDE": "1"})
-    second = start_stack()
-    first_handler = first.functions.by_logical_id("ApiFunction").handler
-    second_handler = second.functions.by_logical_id("ApiFunction").handler
-    assert first_handler is not second_handler
-    assert first_handler.__globals__ is not second_handler.__globals__
-
-
-def local_function(handler: Any, timeout_s: float = 1.0) -> LocalFunction:
-    spec = FunctionSpec(
-        logical_id="Fn",
-        name="fn",
-        arn="arn:aws:lambda:us-east-1:123456789012:function:fn",
-        code_dir=Path("."),
-        handler="m.f",
-        memory_mb=128,
-        timeout_s=timeout_s,
-        environment={},
-        events={},
-    )
-    return LocalFunction(spec, handler)
-
-
-def test_a_handler_past_its_timeout_fails_as_lambda_would_stop_it() -> None:
-    function = local_function(lambda event, context: time.sleep(0.2), timeout_s=0.1)
-    with pytest.raises(FunctionError, match="timed out"):
-        function.invoke({})
-
-
-def test_the_handler_gets_a_copy_of_the_event_and_its_result_comes_back_as_json() -> None:
-    event = {"a": [1]}
-
-    def handler(received: dict[str, Any], context: Any) -> dict[str, Any]:
-        received["a"].append(2)
-        return {"count": decimal.Decimal(3), "ratio": decimal.Decimal("0.5")}
-
-    assert local_function(handler).invoke(event) == {"count": 3, "ratio": 0.5}
-    assert event == {"a": [1]}
-
-
-def test_a_result_that_is_not_json_is_an_error() -> None:
-    with pytest.raises(FunctionError, match="not JSON"):
-        local_function(lambda event, context: object()).invoke({})
+def test_a_function_takes_its_reserved_concurrency_and_log_group() -> None:
+    _, specs = specs_by_id({})
+    assert specs["GatedFunction"].reserved_concurrency == 2
+    assert specs["ApiFunction"].reserved_concurrency is None
+    assert specs["ApiFunction"].runtime == "python3.13"

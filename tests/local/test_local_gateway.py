@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import requests
 
+from wakeup_local.environment_pool import EnvironmentPool
 from wakeup_local.functions import FunctionSpec, LocalFunction
 from wakeup_local.gateway import Gateway, Route, response_from, select_route
 from wakeup_local.stack import LocalStack
@@ -83,10 +84,10 @@ def test_unknown_paths_and_known_paths_with_other_methods_go_to_the_default_rout
     assert reply.json() == {"error": "not found", "routeKey": "$default", "method": method}
 
 
-def test_a_crashing_handler_is_a_500_in_the_error_shape_without_its_trace(module_stack: LocalStack) -> None:
+def test_a_crashing_handler_is_api_gateways_500_without_its_trace(module_stack: LocalStack) -> None:
     reply = requests.get(f"{module_stack.url}/crash", timeout=10)
     assert reply.status_code == 500
-    assert reply.json() == {"error": "internal error"}
+    assert reply.json() == {"message": "Internal Server Error"}
     assert "secret-internal-detail" not in reply.text and "Traceback" not in reply.text
 
 
@@ -102,7 +103,7 @@ def test_keep_alive_connections_serve_several_requests(module_stack: LocalStack)
 def function(name: str) -> LocalFunction:
     arn = f"arn:aws:lambda:us-east-1:123456789012:function:{name}"
     spec = FunctionSpec(name, name, arn, Path("."), "m.f", 128, 3.0, {}, {})
-    return LocalFunction(spec, lambda event, context: None)
+    return LocalFunction(spec, EnvironmentPool(lambda: None, 0, reserved=False, idle_s=60))  # never invoked
 
 
 ROUTES = [

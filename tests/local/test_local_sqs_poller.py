@@ -6,13 +6,17 @@ import uuid
 from typing import Any
 
 import pytest
-from localstack_helpers import StartStack, handler_state, wait_until
+from localstack_helpers import StartStack, handler_records, wait_until, warm_up
 
 from wakeup_local.sqs_poller import failed_message_ids
 from wakeup_local.stack import LocalStack
 
 # The fixture template: QueueFunction (batches of 5, ReportBatchItemFailures) on Queue, WholeBatchFunction
 # on PlainQueue; both queues have a 1 s visibility timeout and redrive to DeadLetterQueue after 2 receives.
+
+# An empty batch: it starts the function's environments before a test times hand-overs (a cold start
+# would delay the handler's stamp by its init).
+NO_RECORDS = {"Records": []}
 
 # A record comes back no sooner than 1 s after it was received, but "handed_at" is stamped in the handler,
 # a moment after the receive; so two hand-overs may be that moment less than 1 s apart. A record that came
@@ -22,10 +26,10 @@ AFTER_VISIBILITY_TIMEOUT_S = 0.9
 
 def handled(stack: LocalStack, logical_id: str, body: str) -> list[dict[str, Any]]:
     """Every record with this body the function was handed, with when."""
-    batches = handler_state(stack, logical_id, "batches")
+    batches = handler_records(stack, logical_id)
     return [
         {**record, "handed_at": batch["received_at"]}
-        for batch in list(batches)
+        for batch in batches
         for record in batch["records"]
         if record["body"] == body
     ]
@@ -66,6 +70,7 @@ def test_reported_failures_come_back_and_go_to_the_dead_letter_queue_while_the_r
     start_stack: StartStack,
 ) -> None:
     stack = start_stack()
+    warm_up(stack, "QueueFunction", 2, NO_RECORDS)
     send_together(stack, "Queue", "ok-1", "fail-1")
     wait_until(lambda: "fail-1" in dead_letters(stack), timeout=15, message="fail-1 in the dead-letter queue")
     ok, failed = handled(stack, "QueueFunction", "ok-1"), handled(stack, "QueueFunction", "fail-1")
@@ -78,14 +83,15 @@ def test_reported_failures_come_back_and_go_to_the_dead_letter_queue_while_the_r
 
 def test_a_handler_that_raises_fails_the_whole_batch(start_stack: StartStack) -> None:
     stack = start_stack()
+    warm_up(stack, "WholeBatchFunction", 2, NO_RECORDS)
     # Concurrent pollers may split messages sent together (as Lambda's do): send pairs until one
     # pair is handed over in one batch, which the raising record fails.
     for pair in range(5):
         ok, failing = f"ok-2-{pair}", f"raise-2-{pair}"
         send_together(stack, "PlainQueue", ok, failing)
         wait_until(lambda body=failing: handled(stack, "WholeBatchFunction", body), message="the pair handed over")
-        batches = handler_state(stack, "WholeBatchFunction", "batches")
-        if any({ok, failing} <= {record["body"] for record in batch["records"]} for batch in list(batches)):
+        batches = handler_records(stack, "WholeBatchFunction")
+        if any({ok, failing} <= {record["body"] for record in batch["records"]} for batch in batches):
             break
     else:
         pytest.fail("no pair of messages sent together was ever handed over in one batch")
@@ -109,6 +115,7 @@ def test_without_report_batch_item_failures_a_returned_batch_is_deleted_whole(st
 
 def test_a_delayed_message_is_handed_over_when_due_and_not_before(start_stack: StartStack) -> None:
     stack = start_stack()
+    warm_up(stack, "QueueFunction", 1, NO_RECORDS)
     sent = time.time()
     stack.clients.sqs.send_message(QueueUrl=stack.resources.queues["Queue"].url, MessageBody="ok-4", DelaySeconds=2)
     (record,) = wait_until(lambda: handled(stack, "QueueFunction", "ok-4"), message="ok-4 handed over")
@@ -121,6 +128,7 @@ def test_a_hundred_messages_due_at_once_are_all_handed_over_within_a_fraction_of
     start_stack: StartStack,
 ) -> None:
     stack = start_stack()
+    warm_up(stack, "QueueFunction", 16, NO_RECORDS)
     bodies = [f"ok-many-{n}" for n in range(100)]
     for start in range(0, 100, 10):
         send_together(stack, "Queue", *bodies[start : start + 10], delay_s=2)

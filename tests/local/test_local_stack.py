@@ -36,16 +36,19 @@ def test_it_serves_on_the_port_given_and_mints_a_first_account(start_stack: Star
     assert stack.table_name == stack.resources.tables["Table"]
 
 
-def test_while_running_boto3_in_the_process_reaches_moto_with_dummy_credentials(
+def test_the_functions_reach_moto_with_dummy_credentials_whatever_the_shell_holds(
     monkeypatch: pytest.MonkeyPatch, start_stack: StartStack
 ) -> None:
-    # (monkeypatch first: it is undone last, after the stack has put back what it found)
     monkeypatch.setenv("AWS_PROFILE", "a-real-profile")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAREALKEY")
+    before = dict(os.environ)
     stack = start_stack()
-    assert os.environ["AWS_ENDPOINT_URL"] == stack.endpoint_url
-    assert os.environ["AWS_ACCESS_KEY_ID"] == "testing"
-    assert "AWS_PROFILE" not in os.environ
+    environment = requests.get(f"{stack.url}/env", timeout=30).json()["environment"]
+    assert environment["AWS_ENDPOINT_URL"] == stack.endpoint_url
+    assert environment["AWS_ACCESS_KEY_ID"] == "testing"
+    assert "AWS_PROFILE" not in environment
+    # and this process's own environment is left as it was
+    assert dict(os.environ) == before
 
 
 def test_stopping_puts_the_environment_back_frees_the_port_and_ends_moto(monkeypatch: pytest.MonkeyPatch) -> None:
