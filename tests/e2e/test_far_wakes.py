@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from wakes_support import Instances, StackAws, as_registered, iso, schedule_time
+from wakes_support import Instances, StackAws, as_registered, iso, schedule_time, warm_caller
 
 from support.api import Api
 from support.host import WakeHost
@@ -51,6 +51,7 @@ def test_a_far_wake_fires_its_schedule_a_lead_early_and_is_called_on_time(
     fast_stack: StackProcess, fast_instances: Instances, host: WakeHost
 ) -> None:
     # given
+    warm_caller(fast_instances, 1)
     aws = StackAws(fast_stack)
     group = aws.schedule_group()
     instance_id, token = fast_instances.new(host.url)

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from botocore.exceptions import ClientError
-from localstack_helpers import StartStack, handler_records, wait_until
+from localstack_helpers import StartStack, handler_records, wait_until, warm_up
 
 from wakeup_local.environment_pool import EnvironmentPool
 from wakeup_local.functions import Functions, FunctionSpec, LocalFunction
@@ -25,6 +25,9 @@ from wakeup_local.template import Resolver, Template
 EXACT = {"WAKEUP_LOCAL_EXACT_SCHEDULES": "1"}
 # How late a schedule may fire locally (the watcher reads moto every 0.2 s; firing itself is prompt).
 TOLERANCE_S = 0.35
+# An event without a marker: it starts the target's environment before a test times a firing (a cold
+# start would delay the handler's stamp by its init).
+WARM_UP = {"warm-up": True}
 
 
 class FixedRandom(random.Random):
@@ -91,6 +94,7 @@ def exists(stack: LocalStack, name: str) -> bool:
 
 def test_with_the_flag_a_schedule_fires_exactly_on_time_and_is_deleted_after(start_stack: StartStack) -> None:
     stack = start_stack(env=EXACT)
+    warm_up(stack, "TargetFunction", 1, WARM_UP)
     when = whole_second(2)
     name = schedule(stack, "exact", when)
     assert exists(stack, name)
@@ -103,6 +107,7 @@ def test_with_the_flag_a_schedule_fires_exactly_on_time_and_is_deleted_after(sta
 def test_by_default_a_schedule_fires_at_a_random_moment_within_its_minute(start_stack: StartStack) -> None:
     # given a Scheduler whose draw within the minute is 0.05 of it: 3 s after the scheduled time
     stack = start_stack(rng=FixedRandom(0.05))
+    warm_up(stack, "TargetFunction", 1, WARM_UP)
     when = whole_second(1)
     schedule(stack, "default", when)
     (event,) = wait_fired(stack, "default")
@@ -119,6 +124,7 @@ def test_the_moment_is_drawn_anywhere_within_the_minute_or_exactly_with_the_flag
 
 def test_an_updated_schedule_fires_at_its_new_time_with_its_new_input(start_stack: StartStack) -> None:
     stack = start_stack(env=EXACT)
+    warm_up(stack, "TargetFunction", 1, WARM_UP)
     first, later = whole_second(2), whole_second(4)
     name = schedule(stack, "first", first)
     schedule(stack, "moved", later, update=True, name=name)
@@ -152,6 +158,7 @@ def test_a_schedule_without_delete_after_completion_fires_once_and_stays(start_s
 
 def test_the_expression_is_read_in_the_schedules_time_zone(start_stack: StartStack) -> None:
     stack = start_stack(env=EXACT)
+    warm_up(stack, "TargetFunction", 1, WARM_UP)
     when = whole_second(2)
     schedule(stack, "new-york", when, ScheduleExpressionTimezone="America/New_York")
     (event,) = wait_fired(stack, "new-york")
