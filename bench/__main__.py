@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,6 +19,7 @@ from bench.stack import BenchStack, difference
 from bench.stats import percentile, table
 from bench.workload import FLAKY, Api, Host
 from wakeup.times import format_time
+from wakeup_local.lambda_logs import Report
 
 WARM_UP_REQUESTS = 10
 # A wake "near" is within the SQS horizon (840 s by default), a far one beyond it.
@@ -117,13 +118,17 @@ def iso(epoch: float) -> str:
 
 
 @contextmanager
-def running_stack(env: dict[str, str]) -> Iterator[tuple[BenchStack, Api]]:
+def running_stack(env: dict[str, str], results: Results, name: str) -> Iterator[tuple[BenchStack, Api]]:
+    """A stack for one part of the benchmark; once stopped, its REPORT lines and memory are kept."""
     stack = BenchStack(env)
     api = Api(stack.url, stack.account_token)
     try:
         yield stack, api
     finally:
         stack.stop()
+        results.reports += stack.reports
+        if stack.memory:
+            results.memory.append((name, stack.memory))
 
 
 def register_many(api: Api, host: Host, prefix: str, count: int) -> tuple[list[str], list[str]]:
@@ -186,11 +191,13 @@ class Results:
     latencies: list[Latencies]
     lateness: list[Lateness]
     usages: dict[str, cost.Usage]
+    reports: list[tuple[str, Report]] = field(default_factory=list)
+    memory: list[tuple[str, dict[str, float]]] = field(default_factory=list)
 
 
 def api_latency(host: Host, requests: int, results: Results) -> float:
     """(b) The API's latency, one request after the other; returns the median PUT's seconds."""
-    with running_stack(NO_SWEEPS) as (stack, api):
+    with running_stack(NO_SWEEPS, results, "API latency") as (stack, api):
         warm_up(api, host)
         before = stack.counts()
         registered: list[tuple[str, str]] = []
@@ -225,7 +232,7 @@ def api_latency(host: Host, requests: int, results: Results) -> float:
 
 def near_wakes(host: Host, wakes: int, few: int, put_s: float, results: Results) -> None:
     """(c) Many wakes due at one second through SQS, a few, and a few whose host fails once."""
-    with running_stack(NO_SWEEPS) as (stack, api):
+    with running_stack(NO_SWEEPS, results, "near wakes") as (stack, api):
         warm_up(api, host)
         many = register_many(api, host, "/near", wakes)
         small = register_many(api, host, "/few", few)
@@ -245,7 +252,7 @@ def near_wakes(host: Host, wakes: int, few: int, put_s: float, results: Results)
 
 def far_wakes(host: Host, wakes: int, put_s: float, results: Results) -> None:
     """Far wakes: a schedule first (fired on time by the local Scheduler, `lead` early), then SQS."""
-    with running_stack({**NO_SWEEPS, **FAR_STACK}) as (stack, api):
+    with running_stack({**NO_SWEEPS, **FAR_STACK}, results, "far wakes") as (stack, api):
         warm_up(api, host)
         paths, tokens = register_many(api, host, "/far", wakes)
         minimum = float(FAR_STACK["WAKEUP_SQS_HORIZON_S"]) + 3
@@ -278,10 +285,27 @@ def run(api_requests: int, wakes: int, few: int, far: int) -> str:
         "",
         cold_start.report(interpreter, cold),
         "",
+        "## Invocations on the local stack (its REPORT lines)",
+        "",
+        "Every invocation of the benchmark, by function, as the local stack's REPORT lines give it: a cold "
+        "start's Init Duration (a new execution environment: a process importing the handler), and the "
+        "Duration of the invocations that found a warm environment.",
+        "",
+        invocations_report(results.reports),
+        "",
+        "## Memory of the local stack",
+        "",
+        "Resident memory of all the stack's processes (the stack, moto, the functions' environments): at "
+        "rest right after its start (no environment runs before its function's first invocation), at its "
+        "peak, and at the end of its part of the benchmark (environments idle for a minute are stopped).",
+        "",
+        memory_report(results.memory),
+        "",
         "## API latency on the local stack",
         "",
         f"{api_requests} requests of each kind ({2 * api_requests} POSTs), one after the other, each on a "
-        "connection of its own, after a warm-up: the local stack's gateway, handlers and moto, in one process.",
+        "connection of its own, after a warm-up: the local stack's gateway, the functions' warm environments "
+        "and moto.",
         "",
         table(["request", "n", "p50", "p99", "max"], [latency.row() for latency in results.latencies]),
         "",
@@ -311,6 +335,33 @@ def run(api_requests: int, wakes: int, few: int, far: int) -> str:
         f"The benchmark took {time.monotonic() - started:.0f} s.",
     ]
     return "\n".join(sections)
+
+
+def invocations_report(reports: list[tuple[str, Report]]) -> str:
+    rows = []
+    for name in sorted({name for name, _ in reports}):
+        own = [report for function, report in reports if function == name]
+        cold = [report.init_duration_ms for report in own if report.init_duration_ms is not None]
+        warm = [report.duration_ms for report in own if report.init_duration_ms is None]
+        rows.append(
+            [
+                name,
+                len(own),
+                len(cold),
+                f"{percentile(cold, 50):.0f} ms" if cold else "-",
+                f"{max(cold):.0f} ms" if cold else "-",
+                f"{percentile(warm, 50):.1f} ms" if warm else "-",
+                f"{percentile(warm, 99):.1f} ms" if warm else "-",
+                f"{max(report.max_memory_used_mb for report in own)} MB",
+            ]
+        )
+    header = ["function", "invocations", "cold starts", "init p50", "init max", "warm p50", "warm p99", "max memory"]
+    return table(header, rows)
+
+
+def memory_report(memory: list[tuple[str, dict[str, float]]]) -> str:
+    rows = [[name, f"{m['rest_mb']:.0f} MB", f"{m['peak_mb']:.0f} MB", f"{m['now_mb']:.0f} MB"] for name, m in memory]
+    return table(["stack", "at rest", "peak", "at the end"], rows)
 
 
 def requests_note() -> str:

@@ -1,19 +1,20 @@
 """The local stack in a process of its own, counting what the functions cost.
 
-`python -m bench.stack` starts a `LocalStack` of `template.yaml` (settings from its environment)
-with three meters, then answers commands on stdin, one per line, with one JSON line on stdout:
+`python -m bench.stack` starts a `LocalStack` of `template.yaml` (settings from its environment),
+then answers commands on stdin, one per line, with one JSON line on stdout:
 
-- `counts`: the meters so far: AWS requests the functions made, by service and operation (a
-  `before-call` hook on boto3's default session, from which the functions' clients are made; the
-  local stack's own clients, its SQS poller's and Scheduler's, have sessions of their own and are
-  not counted), invocations and seconds by function, and the bytes the functions printed (what
-  CloudWatch Logs would ingest);
+- `counts`: the meters so far: AWS requests the functions made, by service and operation (counted
+  in moto's process, which leaves out the local stack's own SQS poller and Scheduler), their
+  invocations and seconds by function, and the bytes they printed (what CloudWatch Logs would
+  ingest), all read from their log and its `REPORT` lines; and the stack's memory: all its
+  processes (the stack, moto, the functions' environments) now, at rest after its start, and at
+  its peak;
 - `sweep`: runs the sweeper once, then answers as `counts`;
 - `quit` (or end of input): stops the stack.
 
 The stack runs in a process of its own so that the benchmark's client and host do not share its
-interpreter, as they would not share a Lambda's. The functions print to a file; the local stack's
-own log goes to stderr.
+interpreter, as they would not share a Lambda's. The functions' log goes to a file, which the
+benchmark reads for its REPORT lines; the local stack's own log goes to stderr.
 """
 
 from __future__ import annotations
@@ -26,96 +27,143 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
+import urllib.request
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
+
+from wakeup_local.lambda_logs import Report, prefix
 
 ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 60.0
 COMMAND_TIMEOUT_S = 60.0
+MEMORY_SAMPLE_S = 0.1
+_PLATFORM = ("START RequestId:", "END RequestId:", "REPORT RequestId:")
 
 
 # --- in the child ----------------------------------------------------------------------------------
 
 
-class Meters:
-    """What the functions did: AWS requests, invocations and their seconds (thread-safe)."""
+def rss_mb(pid: int) -> float:
+    """The resident memory of `pid` and its children (moto, the environments), in MB."""
+    total_kb = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            if int(entry) != pid and int(stat.rpartition(")")[2].split()[1]) != pid:
+                continue
+            for line in Path(f"/proc/{entry}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total_kb += int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # a process that ended meanwhile
+    return total_kb / 1024
+
+
+class Memory:
+    """Samples the stack's memory: at rest (right after its start) and its peak since."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.requests: Counter[str] = Counter()
+        self.rest_mb = self.peak_mb = rss_mb(os.getpid())
+        self._stopping = threading.Event()
+        threading.Thread(target=self._sample, daemon=True).start()
+
+    def now(self) -> dict[str, float]:
+        current = rss_mb(os.getpid())
+        self.peak_mb = max(self.peak_mb, current)
+        return {"now_mb": current, "rest_mb": self.rest_mb, "peak_mb": self.peak_mb}
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def _sample(self) -> None:
+        while not self._stopping.wait(MEMORY_SAMPLE_S):
+            self.peak_mb = max(self.peak_mb, rss_mb(os.getpid()))
+
+
+class FunctionLogMeter:
+    """Reads the functions' log as it grows: invocations and seconds from REPORT lines, and the
+    bytes the functions printed themselves (Lambda's own lines and the prefixes left out)."""
+
+    def __init__(self, path: Path, logical_ids: list[str]) -> None:
+        self._path = path
+        self._offset = 0
+        self._prefixes = {prefix(logical_id): logical_id for logical_id in logical_ids}
         self.invocations: Counter[str] = Counter()
         self.seconds: dict[str, float] = defaultdict(float)
+        self.log_bytes = 0
 
-    def count_request(self, event_name: str, **kwargs: Any) -> None:
-        # `before-call.dynamodb.GetItem`: once per API call, whatever its retries.
-        _, service, operation = event_name.split(".", 2)
-        with self._lock:
-            self.requests[f"{service}:{operation}"] += 1
+    def read(self) -> None:
+        with self._path.open("rb") as log:
+            log.seek(self._offset)
+            data = log.read()
+        complete = data[: data.rfind(b"\n") + 1]
+        self._offset += len(complete)
+        for line in complete.decode("utf-8", errors="replace").splitlines():
+            for start, logical_id in self._prefixes.items():
+                if line.startswith(start):
+                    self._count(logical_id, line[len(start) :])
+                    break
 
-    def timed(self, name: str, handler: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-        def invoke(event: Any, context: Any) -> Any:
-            started = time.perf_counter()
-            try:
-                return handler(event, context)
-            finally:
-                with self._lock:
-                    self.invocations[name] += 1
-                    self.seconds[name] += time.perf_counter() - started
+    def _count(self, logical_id: str, text: str) -> None:
+        if not text.startswith(_PLATFORM):
+            self.log_bytes += len(text.encode()) + 1
+            return
+        report = Report.parse(text)
+        if report is not None:
+            self.invocations[logical_id] += 1
+            self.seconds[logical_id] += report.duration_ms / 1000
 
-        return invoke
 
-    def snapshot(self, log_bytes: int) -> dict[str, Any]:
-        with self._lock:
-            return {
-                "requests": dict(self.requests),
-                "invocations": dict(self.invocations),
-                "seconds": dict(self.seconds),
-                "log_bytes": log_bytes,
-            }
+def _requests(endpoint_url: str) -> dict[str, int]:
+    from wakeup_local.request_counter import COUNTS_PATH
+
+    with urllib.request.urlopen(endpoint_url + COUNTS_PATH, timeout=10) as reply:
+        counts: dict[str, int] = json.load(reply)
+    return counts
 
 
 def _child() -> int:
-    import boto3
-
     from wakeup_local.stack import LocalStack
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    # The protocol keeps the real stdout; what the functions print goes to a file, to be measured.
     protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     function_output = Path(os.environ["BENCH_FUNCTION_OUTPUT"])
-    sink = os.open(function_output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    sys.stdout.flush()
-    os.dup2(sink, sys.stdout.fileno())
 
-    meters = Meters()
-    boto3.setup_default_session()
-    assert boto3.DEFAULT_SESSION is not None
-    boto3.DEFAULT_SESSION.events.register("before-call", meters.count_request)
-
-    stack = LocalStack(ROOT / "template.yaml", port=0)
-    stack.start()
-    try:
-        for function in stack.functions:
-            function.handler = meters.timed(function.spec.logical_id, function.handler)
-        info = {"url": stack.url, "account_token": stack.account_token, "table": stack.table_name}
-        protocol.write(json.dumps(info) + "\n")
-        for line in sys.stdin:
-            command = line.strip()
-            if command == "quit":
-                break
-            if command == "sweep":
-                stack.run_sweeper()
-            elif command != "counts":
-                protocol.write(json.dumps({"error": f"unknown command {command!r}"}) + "\n")
-                continue
-            sys.stdout.flush()
-            protocol.write(json.dumps(meters.snapshot(function_output.stat().st_size)) + "\n")
-    finally:
-        stack.stop()
+    with function_output.open("w", encoding="utf-8") as function_log:
+        stack = LocalStack(ROOT / "template.yaml", port=0, function_log=function_log)
+        stack.start()
+        memory = Memory()
+        meter = FunctionLogMeter(function_output, [function.spec.logical_id for function in stack.functions])
+        try:
+            info = {"url": stack.url, "account_token": stack.account_token, "table": stack.table_name}
+            protocol.write(json.dumps(info) + "\n")
+            for line in sys.stdin:
+                command = line.strip()
+                if command == "quit":
+                    break
+                if command == "sweep":
+                    stack.run_sweeper()
+                elif command != "counts":
+                    protocol.write(json.dumps({"error": f"unknown command {command!r}"}) + "\n")
+                    continue
+                function_log.flush()
+                meter.read()
+                snapshot = {
+                    "requests": _requests(stack.endpoint_url),
+                    "invocations": dict(meter.invocations),
+                    "seconds": dict(meter.seconds),
+                    "log_bytes": meter.log_bytes,
+                    "memory": memory.now(),
+                }
+                protocol.write(json.dumps(snapshot) + "\n")
+        finally:
+            memory.stop()
+            stack.stop()
     return 0
 
 
@@ -147,6 +195,9 @@ class BenchStack:
         info = self._answer(START_TIMEOUT_S)
         self.url = str(info["url"])
         self.account_token = str(info["account_token"])
+        # Once stopped: the stack's memory (at rest, peak) and every invocation's REPORT, by function.
+        self.memory: dict[str, float] = {}
+        self.reports: list[tuple[str, Report]] = []
 
     def _read(self) -> None:
         assert self._process.stdout is not None
@@ -180,6 +231,7 @@ class BenchStack:
 
     def stop(self) -> None:
         if self._process.poll() is None:
+            self.memory = self.counts()["memory"]
             assert self._process.stdin is not None
             self._process.stdin.write("quit\n")
             self._process.stdin.close()
@@ -189,9 +241,21 @@ class BenchStack:
                 self._process.terminate()
                 self._process.wait(timeout=10)
         self._stderr.close()
+        self.reports = read_reports(Path(self._output.name))
         Path(self._output.name).unlink(missing_ok=True)
         if self._process.returncode == 0:
             Path(self._stderr.name).unlink(missing_ok=True)
+
+
+def read_reports(path: Path) -> list[tuple[str, Report]]:
+    """Each REPORT line of the functions' log, with its function's logical id."""
+    reports = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith("[") and "] REPORT RequestId:" in line:
+            report = Report.parse(line)
+            if report is not None:
+                reports.append((line[1 : line.index("]")], report))
+    return reports
 
 
 def difference(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:

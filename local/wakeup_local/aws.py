@@ -7,6 +7,8 @@ import boto3
 import botocore.session
 from botocore.config import Config
 
+from wakeup_local.request_counter import STACK_AGENT
+
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_scheduler import EventBridgeSchedulerClient
@@ -20,6 +22,8 @@ DUMMY_SECRET_ACCESS_KEY = "testing"
 # Pollers and the Scheduler share these clients across threads (boto3 clients are thread-safe);
 # the pool is sized for them, and moto on loopback answers at once or not at all.
 _CONFIG = Config(
+    # Tells moto's request counter these are the stack's own requests, not the functions'.
+    user_agent_extra=STACK_AGENT,
     max_pool_connections=64,
     connect_timeout=2,
     read_timeout=10,

@@ -17,6 +17,7 @@ import os
 import select
 import subprocess
 import sys
+import threading
 import time
 
 from wakeup_local.child_process import stop_child
@@ -81,19 +82,26 @@ def main() -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
-    from moto.server import ThreadedMotoServer
-    from werkzeug.serving import BaseWSGIServer
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import BaseWSGIServer, make_server
 
     from wakeup_local import moto_fixes
+    from wakeup_local.request_counter import RequestCounter
 
     moto_fixes.apply()
     # werkzeug listens with a queue of 128; a burst of wakes opens more connections than that at
     # once (the local stack runs many invocations side by side), and the kernel drops the rest,
     # whose clients resend only after a second.
     BaseWSGIServer.request_queue_size = 1024
-    server = ThreadedMotoServer(ip_address=LOOPBACK, port=0, verbose=False)
-    server.start()
-    _, port = server.get_host_and_port()
+    # moto's ThreadedMotoServer, with the functions' requests counted on the way (request_counter.py).
+    app = RequestCounter(DomainDispatcherApplication(create_backend_app))
+    server = make_server(LOOPBACK, 0, app, threaded=True, request_handler=MotoRequestHandler)
+    threading.Thread(target=server.serve_forever, name="moto", daemon=True).start()
+    port = server.server_address[1]
     sys.stdout.write(f"port={port}\n")
     sys.stdout.flush()
     sys.stdin.read()  # until the parent closes it

@@ -47,6 +47,7 @@ def test_a_wake_three_seconds_ahead_is_called_once_on_time(instances: Instances,
 
 
 def test_a_wake_in_the_past_is_called_within_a_second(instances: Instances, host: WakeHost) -> None:
+    warm_caller(instances, 1)
     _, token = instances.new(host.url)
 
     instances.wake(token, "2020-01-01T00:00:00Z")

@@ -1,0 +1,77 @@
+"""Counts the AWS requests moto serves to the functions, by `service:Operation`, for the benchmark.
+
+The functions run in processes of their own, so their boto3 calls are counted where they arrive:
+in moto's process, as a WSGI layer in front of moto. The local stack's own clients (the SQS poller,
+the Scheduler, the resources it creates) say who they are in their User-Agent and are left out, as
+Lambda's event source mapping and EventBridge Scheduler are not the service's own requests.
+`GET /_wakeup_local/requests` answers the counts so far as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+COUNTS_PATH = "/_wakeup_local/requests"
+# In the User-Agent of the local stack's own clients (`user_agent_extra`).
+STACK_AGENT = "wakeup-local-stack"
+
+_SERVICE = re.compile(r"Credential=[^/]+/[^/]+/[^/]+/([^/]+)/aws4_request")
+# EventBridge Scheduler is a REST API: its operation is the method and the path's first segment.
+_SCHEDULER_OPERATIONS = {
+    ("POST", "schedules"): "CreateSchedule",
+    ("PUT", "schedules"): "UpdateSchedule",
+    ("DELETE", "schedules"): "DeleteSchedule",
+    ("GET", "schedules"): "GetSchedule",
+    ("POST", "schedule-groups"): "CreateScheduleGroup",
+    ("DELETE", "schedule-groups"): "DeleteScheduleGroup",
+    ("GET", "schedule-groups"): "GetScheduleGroup",
+}
+
+StartResponse = Callable[..., Any]
+WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+
+
+def operation_of(environ: dict[str, Any]) -> str | None:
+    """`service:Operation` of a signed AWS request, or None when it cannot tell."""
+    service = _SERVICE.search(environ.get("HTTP_AUTHORIZATION", ""))
+    if service is None:
+        return None
+    target = environ.get("HTTP_X_AMZ_TARGET", "")
+    if target:  # the JSON protocols: DynamoDB_20120810.GetItem, AmazonSQS.SendMessage
+        return f"{service.group(1)}:{target.rpartition('.')[2]}"
+    segments = [segment for segment in environ.get("PATH_INFO", "").split("/") if segment]
+    method = environ.get("REQUEST_METHOD", "")
+    if service.group(1) == "scheduler" and segments:
+        if method == "GET" and len(segments) == 1:
+            return "scheduler:ListSchedules" if segments[0] == "schedules" else "scheduler:ListScheduleGroups"
+        operation = _SCHEDULER_OPERATIONS.get((method, segments[0]))
+        if operation is not None:
+            return f"scheduler:{operation}"
+    return f"{service.group(1)}:{method} /{'/'.join(segments[:1])}"
+
+
+class RequestCounter:
+    """The WSGI layer: counts, then hands the request to moto."""
+
+    def __init__(self, app: WsgiApp) -> None:
+        self._app = app
+        self._counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == COUNTS_PATH:
+            with self._lock:
+                body = json.dumps(dict(self._counts)).encode()
+            start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+            return [body]
+        if STACK_AGENT not in environ.get("HTTP_USER_AGENT", ""):
+            operation = operation_of(environ)
+            if operation is not None:
+                with self._lock:
+                    self._counts[operation] += 1
+        return self._app(environ, start_response)
