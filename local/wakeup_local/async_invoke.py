@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from wakeup_local.functions import Functions, LocalFunction
+from wakeup_local.functions import FunctionError, Functions, LocalFunction
 from wakeup_local.resources import StackResources
 from wakeup_local.template import Resolver, Template, TemplateError
 
@@ -258,7 +258,12 @@ class AsyncInvoker:
             record["responsePayload"] = result
         else:
             record["responseContext"]["functionError"] = "Unhandled"
-            record["responsePayload"] = {"errorMessage": str(exc), "errorType": type(exc).__name__}
+            # The function's own error document, as its runtime posted it (errorMessage, errorType, ...).
+            record["responsePayload"] = (
+                exc.payload
+                if isinstance(exc, FunctionError)
+                else {"errorMessage": str(exc), "errorType": type(exc).__name__}
+            )
         return record
 
     def _send(self, queue_url: str | None, record: dict[str, Any]) -> None:
