@@ -76,7 +76,7 @@ def test_a_far_wake_fires_its_schedule_a_lead_early_and_is_called_on_time(
 def test_a_wake_three_minutes_ahead_is_on_time_with_schedules_firing_within_their_minute(
     make_stack: MakeStack, host: WakeHost
 ) -> None:
-    # given the AWS-like Scheduler (any moment within the minute) and the default lead of 60 s; the
+    # given the AWS-like Scheduler (any moment within the minute) and the default lead of 90 s; the
     # horizon is lowered below three minutes, or SQS would carry the wake on its own
     stack = make_stack(WAKEUP_LOCAL_EXACT_SCHEDULES="0", WAKEUP_SQS_HORIZON_S="120")
     api = Api(stack.url, stack.account_token)
@@ -91,7 +91,7 @@ def test_a_wake_three_minutes_ahead_is_on_time_with_schedules_firing_within_thei
         # then the schedule is there while the wake is pending, and gone once it fired
         schedule = aws.schedule(instance_id, group)
         assert schedule is not None
-        assert 60 <= as_registered(at) - schedule_time(schedule) < 61
+        assert 90 <= as_registered(at) - schedule_time(schedule) < 91
         [call] = host.wait_for_calls(1, timeout=200)
         assert as_registered(at) <= call.wall <= as_registered(at) + ON_TIME_S
         assert aws.schedule(instance_id, group) is None

@@ -22,10 +22,10 @@ def init(function: str, settings: dict[str, str]) -> subprocess.CompletedProcess
 
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_invalid_settings_fail_the_init_with_the_reason(function: str) -> None:
-    result = init(function, {"WAKEUP_TABLE": "t", "WAKEUP_SQS_HORIZON_S": "60"})
+    result = init(function, {"WAKEUP_TABLE": "t", "WAKEUP_SQS_HORIZON_S": "90"})
     assert result.returncode != 0
     assert (
-        "SettingsError: invalid settings: WAKEUP_SCHEDULE_LEAD_S (60) must be less than WAKEUP_SQS_HORIZON_S (60)"
+        "SettingsError: invalid settings: WAKEUP_SCHEDULE_LEAD_S (90) must be less than WAKEUP_SQS_HORIZON_S (90)"
     ) in result.stderr
 
 

@@ -160,8 +160,8 @@ def test_a_missing_template_is_refused_clearly(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("settings", "reason"),
     [
-        # The default lead (60 s) is not below this horizon: every request would answer 500.
-        ({"WAKEUP_SQS_HORIZON_S": "60"}, "WAKEUP_SCHEDULE_LEAD_S (60) must be less than WAKEUP_SQS_HORIZON_S (60)"),
+        # The default lead (90 s) is not below this horizon: every request would answer 500.
+        ({"WAKEUP_SQS_HORIZON_S": "90"}, "WAKEUP_SCHEDULE_LEAD_S (90) must be less than WAKEUP_SQS_HORIZON_S (90)"),
         ({"WAKEUP_SQS_HORIZON_S": "901"}, "WAKEUP_SQS_HORIZON_S='901': Input should be less than or equal to 900"),
         ({"WAKEUP_CALL_TIMEOUT_S": "ten"}, "WAKEUP_CALL_TIMEOUT_S='ten': Input should be a valid number"),
     ],

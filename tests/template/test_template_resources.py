@@ -138,7 +138,7 @@ def test_settings_parameters_default_to_the_architecture_defaults(template: dict
 
     assert defaults["SqsHorizonSeconds"] == 840
     assert parameters["SqsHorizonSeconds"]["MaxValue"] == 900
-    assert defaults["ScheduleLeadSeconds"] == 60
+    assert defaults["ScheduleLeadSeconds"] == 90
     assert defaults["MaxWakeAgeSeconds"] == 0
     assert defaults["AlarmEmail"] == ""
     assert {"Stage", "LogLevel", "LogRetentionDays"} <= set(parameters)
@@ -240,6 +240,13 @@ def test_caller_reads_its_queue_in_batches_with_partial_failures(template: dict[
             },
         }
     ]
+
+
+def test_callers_retry_chain_through_its_own_queue_is_not_stopped_as_a_recursive_loop(
+    template: dict[str, Any],
+) -> None:
+    # Lambda stops SQS -> function -> same SQS after about 16 hops unless the function allows it.
+    assert template["Resources"]["CallerFunction"]["Properties"]["RecursiveLoop"] == "Allow"
 
 
 def test_caller_queue_visibility_timeout_is_at_least_six_caller_timeouts(template: dict[str, Any]) -> None:

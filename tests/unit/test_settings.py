@@ -7,9 +7,14 @@ from wakeup.settings import Settings, SettingsError, load_settings
 def test_defaults_follow_the_design() -> None:
     settings = Settings.model_validate({"WAKEUP_TABLE": "t"})
     assert settings.sqs_horizon_s == 840
-    assert settings.schedule_lead_s == 60
+    assert settings.schedule_lead_s == 90
     assert settings.call_timeout_s == 10
     assert settings.max_wake_age_s == 0
+
+
+def test_a_lead_of_zero_is_refused_since_scheduler_fires_within_the_minute_after() -> None:
+    with pytest.raises(ValidationError, match="WAKEUP_SCHEDULE_LEAD_S"):
+        Settings.model_validate({"WAKEUP_TABLE": "t", "WAKEUP_SCHEDULE_LEAD_S": "0"})
 
 
 def test_a_lead_not_shorter_than_the_horizon_is_refused() -> None:

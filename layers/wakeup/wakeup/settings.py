@@ -37,8 +37,10 @@ class Settings(BaseModel):
     schedules_dlq_arn: str = Field("", alias="WAKEUP_SCHEDULES_DLQ_ARN")
     # Wakes due within the horizon go straight to SQS; SQS delays at most 900 s.
     sqs_horizon_s: int = Field(840, alias="WAKEUP_SQS_HORIZON_S", ge=1, le=SQS_MAX_DELAY_S)
-    # Scheduler fires anywhere within its minute, so a schedule is set this much before `at`.
-    schedule_lead_s: int = Field(60, alias="WAKEUP_SCHEDULE_LEAD_S", ge=0, le=MAX_SCHEDULE_LEAD_S)
+    # Scheduler fires anywhere within its minute, so a schedule is set this much before `at`: 90 s
+    # leaves 30 s past the minute for a cold start and the re-arm (docs/scaling.md). 0 would fire
+    # within the minute after `at`, late by up to 60 s, so it is refused.
+    schedule_lead_s: int = Field(90, alias="WAKEUP_SCHEDULE_LEAD_S", ge=1, le=MAX_SCHEDULE_LEAD_S)
     call_timeout_s: float = Field(10.0, alias="WAKEUP_CALL_TIMEOUT_S", gt=0, le=60)
     claim_lease_s: float = Field(30.0, alias="WAKEUP_CLAIM_LEASE_S", gt=0)
     # The sweeper re-arms a pending wake this long overdue with no live claim (its trigger was lost).
