@@ -31,5 +31,5 @@ def test_invalid_settings_fail_the_init_with_the_reason(function: str) -> None:
 
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_valid_settings_pass_the_init(function: str) -> None:
-    result = init(function, {"WAKEUP_TABLE": "t", "WAKEUP_SQS_HORIZON_S": "61"})
+    result = init(function, {"WAKEUP_TABLE": "t", "WAKEUP_SQS_HORIZON_S": "91"})
     assert result.returncode == 0, result.stderr
