@@ -2,10 +2,11 @@
 instances than its limit, which the operator can change with `wakeup-admin`; an instance
 registering wakes faster than the operator's rate gets 429.
 
-The clients take turns here: the local stack still runs one function's invocations in one module
-at once, which Powertools' resolver does not allow (its own concurrency is being reworked). The
-limits under concurrent clients are tested on the table itself, in tests/functional/test_store_limits.py.
+The last test sends its requests all at once; the limits under concurrent clients are also
+tested on the table itself, in tests/functional/test_store_limits.py.
 """
+
+from concurrent.futures import ThreadPoolExecutor
 
 import requests
 from test_admin import admin
@@ -91,3 +92,37 @@ def test_an_instance_registering_wakes_past_the_rate_gets_429(make_stack: MakeSt
             assert error.startswith("this instance registered 3 wakes in 86400 s, as many as the service allows")
     assert account.with_token(quiet).wake(quiet, at).status_code == 204  # per instance
     account.close()
+
+
+def test_concurrent_clients_never_pass_either_limit(make_stack: MakeStack) -> None:
+    stack = make_stack(
+        WAKEUP_MAX_INSTANCES_PER_ACCOUNT="5", WAKEUP_MAX_WAKES_PER_WINDOW="3", WAKEUP_WAKE_WINDOW_S="86400"
+    )
+    account_token = stack.mint_account("concurrent")
+    tokens = [mint(TokenKind.INSTANCE) for _ in range(CLIENTS * 2)]
+
+    def register(token: str) -> requests.Response:
+        client = Api(stack.url, account_token)
+        try:
+            return client.register(HOST_URL, token)
+        finally:
+            client.close()
+
+    with ThreadPoolExecutor(max_workers=len(tokens)) as pool:
+        replies = list(pool.map(register, tokens))
+
+    assert sorted(reply.status_code for reply in replies) == [201] * 5 + [403] * (len(tokens) - 5)
+    assert all(reply.json() == limit_reached(5) for reply in replies if reply.status_code == 403)
+    busy = next(token for token, reply in zip(tokens, replies, strict=True) if reply.status_code == 201)
+
+    def wake(_: int) -> requests.Response:
+        client = Api(stack.url, busy)
+        try:
+            return client.wake(busy, "2099-01-01T00:00:00Z")
+        finally:
+            client.close()
+
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        woken = list(pool.map(wake, range(10)))
+
+    assert sorted(reply.status_code for reply in woken) == [204] * 3 + [429] * 7
