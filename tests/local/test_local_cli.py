@@ -41,6 +41,18 @@ def lines_of(stream: IO[str]) -> "queue.Queue[str | None]":
     return lines
 
 
+def children_of(pid: int) -> dict[int, str]:
+    """The processes whose parent is `pid`, with their command lines."""
+    children = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rpartition(")")[2].split()[1]) == pid:
+                children[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError, IndexError):
+            continue  # ended meanwhile
+    return children
+
+
 @pytest.fixture
 def wakeup_local(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], "queue.Queue[str | None]", Path]]:
     stderr_path = tmp_path / "stderr.log"
@@ -111,11 +123,16 @@ def test_it_prints_seven_lines_serves_and_stops_cleanly_on_a_signal(
     dynamodb = boto3.client("dynamodb", endpoint_url=values["AWS_ENDPOINT_URL"], region_name="us-east-1")
     assert dynamodb.describe_table(TableName=values["WAKEUP_TABLE"])["Table"]["TableStatus"] == "ACTIVE"
 
+    # its children: moto, and the execution environment that served the request
+    children = children_of(process.pid)
+    assert any("awslambdaric" in command for command in children.values()), children
     if to_group:
         os.killpg(process.pid, stop_signal)
     else:
         process.send_signal(stop_signal)
     assert process.wait(timeout=20) == 0
+    # and none of them outlives it
+    assert not [pid for pid in children if Path(f"/proc/{pid}").exists()]
     # Nothing but the seven lines ever reached stdout: the handlers' logs went to stderr.
     assert lines.get(timeout=5) is None
     log = stderr_path.read_text()
