@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench import cold_start, cost
+from bench.at_size import SEED_THREADS, RegistrationRate, registration_rate, seed_instances
 from bench.stack import BenchStack, difference
 from bench.stats import percentile, table
 from bench.workload import FLAKY, Api, Host
@@ -33,7 +34,13 @@ FAR_STACK = {
 }
 # The sweeper is run on purpose, not every minute: its requests would blur the per-wake counts.
 NO_SWEEPS = {"WAKEUP_LOCAL_SWEEP_S": "86400"}
+# The local developer's setting: SQS event sources start at their full concurrency, no throttles.
+UNBOUNDED = {"WAKEUP_LOCAL_UNBOUNDED": "1"}
 DELIVERY_TIMEOUT_S = 60
+# A burst of wakes through Lambda's SQS ramp-up (five batches, 300 more a minute) takes longer.
+BURST_DELIVERY_TIMEOUT_S = 300
+# Clients registering at once for the registration rate, each with connections of its own.
+CONCURRENT_CLIENTS = 16
 # After the last call, time for the caller to record it and the poller to delete its messages.
 SETTLE_S = 1.5
 
@@ -150,7 +157,15 @@ def warm_up(api: Api, host: Host) -> None:
 
 
 def deliver(
-    api: Api, host: Host, stack: BenchStack, name: str, paths: list[str], tokens: list[str], lead_s: float, calls: int
+    api: Api,
+    host: Host,
+    stack: BenchStack,
+    name: str,
+    paths: list[str],
+    tokens: list[str],
+    lead_s: float,
+    calls: int,
+    timeout_s: float = DELIVERY_TIMEOUT_S,
 ) -> tuple[Lateness, dict[str, Any], dict[str, Any]]:
     """Registers a wake for each instance, all at one second `lead_s` ahead at least, and waits for
     their calls: the lateness, and what the stack counted for the PUTs and for the delivery."""
@@ -160,9 +175,9 @@ def deliver(
         api.wake(token, iso(at))
     registered_by = at - time.time()
     puts, middle = measured(before, stack)
-    delivered = host.wait_for(paths, calls, time.monotonic() + (at - time.time()) + DELIVERY_TIMEOUT_S)
+    delivered = host.wait_for(paths, calls, time.monotonic() + (at - time.time()) + timeout_s)
     if not delivered:
-        say(f"{name}: not every wake was called within {DELIVERY_TIMEOUT_S} s of its time")
+        say(f"{name}: not every wake was called within {timeout_s} s of its time")
     time.sleep(SETTLE_S)
     delivery, _ = measured(middle, stack)
     first = host.first_calls(paths)
@@ -187,12 +202,38 @@ def lead_for(count: int, put_s: float, minimum_s: float) -> float:
 
 
 @dataclass
+class Burst:
+    """A burst of wakes at one second, and what the caller's SQS event source did for it."""
+
+    setting: str
+    lateness: Lateness
+    batches: int
+    most_at_once: int
+
+    def row(self) -> list[object]:
+        late = self.lateness
+        return [
+            self.setting,
+            late.wakes,
+            f"{percentile(late.late_s, 50) * 1000:.0f} ms",
+            f"{percentile(late.late_s, 99) * 1000:.0f} ms",
+            f"{max(late.late_s) * 1000:.0f} ms",
+            late.wakes - len(late.late_s),
+            self.batches,
+            self.most_at_once,
+        ]
+
+
+@dataclass
 class Results:
     latencies: list[Latencies]
     lateness: list[Lateness]
     usages: dict[str, cost.Usage]
     reports: list[tuple[str, Report]] = field(default_factory=list)
     memory: list[tuple[str, dict[str, float]]] = field(default_factory=list)
+    rates: list[RegistrationRate] = field(default_factory=list)
+    bursts: list[Burst] = field(default_factory=list)
+    seeded_s: float = 0.0
 
 
 def api_latency(host: Host, requests: int, results: Results) -> float:
@@ -263,7 +304,42 @@ def far_wakes(host: Host, wakes: int, put_s: float, results: Results) -> None:
         results.usages["far wake"] = wake_usage(puts, delivery, wakes, scheduled=True)
 
 
-def run(api_requests: int, wakes: int, few: int, far: int) -> str:
+def registration_at_size(host: Host, seed: int, requests: int, results: Results) -> None:
+    """POST /wakeup/instances with `seed` instances already in the table: one client, then many."""
+    with running_stack(NO_SWEEPS, results, "registration at size") as (stack, api):
+        warm_up(api, host)
+        say(f"seeding {seed} instances ...")
+        results.seeded_s = seed_instances(stack, seed)
+        table_size = f"{seed:,} in the table"
+        results.rates.append(registration_rate(api, table_size, 1, requests))
+        per_client = max(1, 4 * requests // CONCURRENT_CLIENTS)
+        results.rates.append(registration_rate(api, table_size, CONCURRENT_CLIENTS, per_client))
+
+
+def burst_of_wakes(host: Host, wakes: int, put_s: float, results: Results) -> None:
+    """`wakes` near wakes due at one second, with Lambda's SQS scaling and with the local one lifted."""
+    for setting, env in (("AWS-like (default)", {}), ("`WAKEUP_LOCAL_UNBOUNDED=1`", UNBOUNDED)):
+        with running_stack({**NO_SWEEPS, **env}, results, f"burst, {setting}") as (stack, api):
+            warm_up(api, host)
+            paths, tokens = register_many(api, host, f"/burst{len(results.bursts)}-", wakes)
+            late, _, _ = deliver(
+                api,
+                host,
+                stack,
+                f"{wakes} near ({setting})",
+                paths,
+                tokens,
+                lead_for(wakes, put_s, 1),
+                calls=1,
+                timeout_s=BURST_DELIVERY_TIMEOUT_S,
+            )
+            sources = stack.counts()["event_sources"].values()
+            batches = sum(source["batches"] for source in sources)
+            most = max((source["max_in_flight"] for source in sources), default=0)
+            results.bursts.append(Burst(setting, late, batches, most))
+
+
+def run(api_requests: int, wakes: int, few: int, far: int, seed: int, burst: int) -> str:
     started = time.monotonic()
     header = f"Measured {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} on {machine()}."
     say("cold start ...")
@@ -276,6 +352,10 @@ def run(api_requests: int, wakes: int, few: int, far: int) -> str:
         near_wakes(host, wakes, few, put_s, results)
         say("far wakes ...")
         far_wakes(host, far, put_s, results)
+        say(f"registration with {seed} instances ...")
+        registration_at_size(host, seed, api_requests, results)
+        say(f"a burst of {burst} wakes ...")
+        burst_of_wakes(host, burst, put_s, results)
     memory = cost.memory_gb()
     priced = {name: results.usages[name] for name in ("near wake", "far wake", "a retry (extra)")}
     sections = [
@@ -318,6 +398,31 @@ def run(api_requests: int, wakes: int, few: int, far: int) -> str:
         table(
             ["wakes", "n", "p50", "p99", "max", "min", "not called", "called twice", "last PUT before due"],
             [late.row() for late in results.lateness],
+        ),
+        "",
+        "## Registration with a full table",
+        "",
+        f"{seed:,} instances of one account seeded straight into the table first (the service's `Store`, "
+        f"{seed / results.seeded_s:.0f} a second from {SEED_THREADS} threads), then new "
+        "registrations over HTTP: one client after the other, then "
+        f"{CONCURRENT_CLIENTS} clients at once, each request on a connection of its own. The rate counts "
+        "201s over the phase's wall time; 429s are API Gateway's route throttle (template.yaml).",
+        "",
+        table(
+            ["table", "clients", "requests", "rate", "p50", "p99", "429", "other"],
+            [rate.row() for rate in results.rates],
+        ),
+        "",
+        "## A burst of wakes at one second",
+        "",
+        f"{burst:,} near wakes due at the same whole second, through the caller's SQS event source: with "
+        "Lambda's scaling (five batches at once when messages appear, up to 300 more a minute) and with the "
+        "local developer's setting that starts it at full concurrency. Batches and the most batches at once "
+        "are the poller's own counters.",
+        "",
+        table(
+            ["event source", "wakes", "p50", "p99", "max", "not called", "batches", "most batches at once"],
+            [burst_row.row() for burst_row in results.bursts],
         ),
         "",
         "## AWS requests counted",
@@ -379,8 +484,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wakes", type=int, default=200, help="wakes due at one second, through SQS")
     parser.add_argument("--few", type=int, default=20, help="wakes in the small near rows (one with a failing host)")
     parser.add_argument("--far", type=int, default=30, help="wakes through the Scheduler")
+    parser.add_argument("--seed", type=int, default=10_000, help="instances in the table for the registration rate")
+    parser.add_argument("--burst", type=int, default=1_000, help="wakes due at one second for the scaling rows")
     args = parser.parse_args(argv)
-    print(run(args.requests, args.wakes, args.few, args.far))
+    print(run(args.requests, args.wakes, args.few, args.far, args.seed, args.burst))
     return 0
 
 

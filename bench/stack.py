@@ -8,7 +8,7 @@ then answers commands on stdin, one per line, with one JSON line on stdout:
   invocations and seconds by function, and the bytes they printed (what CloudWatch Logs would
   ingest), all read from their log and its `REPORT` lines; and the stack's memory: all its
   processes (the stack, moto, the functions' environments) now, at rest after its start, and at
-  its peak;
+  its peak; and each SQS event source's batches and highest concurrency (the poller's counters);
 - `sweep`: runs the sweeper once, then answers as `counts`;
 - `quit` (or end of input): stops the stack.
 
@@ -140,7 +140,12 @@ def _child() -> int:
         memory = Memory()
         meter = FunctionLogMeter(function_output, [function.spec.logical_id for function in stack.functions])
         try:
-            info = {"url": stack.url, "account_token": stack.account_token, "table": stack.table_name}
+            info = {
+                "url": stack.url,
+                "account_token": stack.account_token,
+                "table": stack.table_name,
+                "endpoint": stack.endpoint_url,
+            }
             protocol.write(json.dumps(info) + "\n")
             for line in sys.stdin:
                 command = line.strip()
@@ -159,6 +164,14 @@ def _child() -> int:
                     "seconds": dict(meter.seconds),
                     "log_bytes": meter.log_bytes,
                     "memory": memory.now(),
+                    "event_sources": {
+                        name: {
+                            "batches": found.batches,
+                            "messages": found.messages,
+                            "max_in_flight": found.max_in_flight,
+                        }
+                        for name, found in stack.event_source_counters().items()
+                    },
                 }
                 protocol.write(json.dumps(snapshot) + "\n")
         finally:
@@ -195,6 +208,8 @@ class BenchStack:
         info = self._answer(START_TIMEOUT_S)
         self.url = str(info["url"])
         self.account_token = str(info["account_token"])
+        self.table = str(info["table"])
+        self.endpoint_url = str(info["endpoint"])
         # Once stopped: the stack's memory (at rest, peak) and every invocation's REPORT, by function.
         self.memory: dict[str, float] = {}
         self.reports: list[tuple[str, Report]] = []

@@ -105,6 +105,17 @@ class Api:
             raise RuntimeError(f"POST /wakeup/instances answered {reply.status_code}: {reply.text}")
         return str(reply.json()["id"]), token, elapsed
 
+    def try_register(self, host_url: str) -> tuple[int, float]:
+        """A registration whatever its answer: the status (429 when throttled) and the duration."""
+        started = time.perf_counter()
+        reply = requests.post(
+            f"{self.url}/wakeup/instances",
+            json={"url": host_url, "token": mint(TokenKind.INSTANCE)},
+            headers=self._account,
+            timeout=REQUEST_TIMEOUT_S,
+        )
+        return reply.status_code, time.perf_counter() - started
+
     def get(self, instance_id: str) -> float:
         started = time.perf_counter()
         reply = requests.get(
