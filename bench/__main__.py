@@ -403,7 +403,7 @@ def run(api_requests: int, wakes: int, few: int, far: int, seed: int, burst: int
         "## Registration with a full table",
         "",
         f"{seed:,} instances of one account seeded straight into the table first (the service's `Store`, "
-        f"{seed / results.seeded_s:.0f} a second from {SEED_THREADS} threads), then new "
+        f"{seed / max(results.seeded_s, 1e-9):.0f} a second from {SEED_THREADS} threads), then new "
         "registrations over HTTP: one client after the other, then "
         f"{CONCURRENT_CLIENTS} clients at once, each request on a connection of its own. The rate counts "
         "201s over the phase's wall time; 429s are API Gateway's route throttle (template.yaml).",

@@ -6,7 +6,8 @@ function's bound; `ProvisionedPollerConfig` for provisioned mode). One receiver 
 short-polls the queue (moto's long polling only wakes for new messages, not for delayed ones coming
 due) whenever a slot is free, gathers records up to `BatchSize` for at most
 `MaximumBatchingWindowInSeconds` from the first one, and hands the batch to a worker that invokes
-the function and deletes what succeeded (one batch is gathered at a time). A batch the handler
+the function and deletes what succeeded, then receives the next batch itself while messages remain
+(one batch is gathered at a time by the receiver). A batch the handler
 raises on stays on the queue and comes back after the visibility timeout; with
 `ReportBatchItemFailures` the records it names stay and the rest are deleted. moto keeps delays,
 visibility timeouts and the redrive to a dead-letter queue.
@@ -308,10 +309,27 @@ class SqsPoller:
         return messages
 
     def _work(self, source: SqsEventSource, messages: list[MessageTypeDef], concurrency: Concurrency) -> None:
+        """Works a batch, then, as a poller of Lambda's does while messages remain, receives the next
+        one itself and keeps its slot; gives the slot back once a receive finds nothing."""
+        found_empty = False
         try:
-            self._invoke(source, messages)
+            while True:
+                self._invoke(source, messages)
+                if self._stopping.is_set():
+                    return
+                try:
+                    messages = self._receive(source)
+                except Exception:
+                    log.exception("receiving from %s failed", source.queue.name)
+                    messages = []
+                if not messages:
+                    found_empty = True
+                    return
+                concurrency.messages_remain(len(messages))
         finally:
             concurrency.release(worked=True)
+            if found_empty:
+                concurrency.queue_empty()
 
     def _invoke(self, source: SqsEventSource, messages: list[MessageTypeDef]) -> None:
         records = [build_record(message, source.queue.arn, self._region) for message in messages]
