@@ -142,12 +142,10 @@ def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def _function_bound(function: LocalFunction) -> int | None:
-    """How many invocations the function runs at once, when it is bounded (its reserved concurrency,
-    or the local stack's bound on its execution environments)."""
-    pool = getattr(function, "pool", None)
-    bound = getattr(pool, "concurrency", None)
-    return bound if isinstance(bound, int) else None
+def _function_bound(function: LocalFunction) -> int:
+    """How many invocations the function runs at once: its reserved concurrency, or the local
+    stack's bound on its execution environments."""
+    return function.pool.concurrency
 
 
 def build_record(message: MessageTypeDef, queue_arn: str, region: str) -> dict[str, Any]:
