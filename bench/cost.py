@@ -14,7 +14,11 @@ relying on them. What is estimated rather than counted:
   what the handler runs (rounded up to the millisecond); the caller's wait for the last moment
   before a wake is part of it;
 - CloudWatch Logs: the bytes the functions printed, plus about 350 bytes of Lambda's own START,
-  END and REPORT lines per invocation.
+  END and REPORT lines per invocation;
+- the history (`wakeup.history`): one `PutItem` per call of an attempt item under 1 KB that no
+  index holds, so 1 write unit, priced on a row of its own (its budget: $0.70 per million wakes);
+  the few milliseconds of the request are in "Lambda duration";
+- Secrets Manager: the caller reads the signing master key once per warm function per 15 minutes.
 """
 
 from __future__ import annotations
@@ -40,6 +44,12 @@ PRICE_WRITE_UNIT = 0.625 / 1e6
 PRICE_SQS_REQUEST = 0.40 / 1e6  # standard queue, per 64 KB chunk
 PRICE_SCHEDULER_INVOCATION = 1.00 / 1e6  # EventBridge Scheduler; its API calls are free
 PRICE_LOG_GB = 0.50  # CloudWatch Logs ingestion, standard class
+PRICE_SECRETS_REQUEST = 0.05 / 1e4  # Secrets Manager API calls
+
+# The history's attempt item: under 1 KB, in no index.
+HISTORY_WRITE_UNITS = 1
+HISTORY_PUT = "dynamodb:PutItem(history)"
+HISTORY_BUDGET_USD_PER_MILLION = 0.70
 
 LAMBDA_OWN_LOG_BYTES = 350
 _WRITES = ("dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
@@ -122,6 +132,8 @@ def lines(usage: Usage, memory: float) -> list[Line]:
     if writes is None:
         writes = capacity.units_per_instance_write() * sum(usage.requests.get(name, 0) for name in _WRITES)
     sqs = sum(usage.requests.get(name, 0) for name in _SQS) + 2 * usage.sqs_batches
+    secrets = usage.requests.get("secretsmanager:GetSecretValue", 0)
+    history = HISTORY_WRITE_UNITS * usage.requests.get(HISTORY_PUT, 0)
     invocations = sum(usage.invocations.values())
     gb_seconds = sum(usage.seconds.values()) * memory
     log_gb = (usage.log_bytes + LAMBDA_OWN_LOG_BYTES * invocations) / 1e9
@@ -140,6 +152,8 @@ def lines(usage: Usage, memory: float) -> list[Line]:
             usage.scheduler_invocations * PRICE_SCHEDULER_INVOCATION * million,
         ),
         Line("CloudWatch Logs", log_gb * 1e6, "KB", log_gb * PRICE_LOG_GB * million),
+        Line("Secrets Manager requests", secrets, "requests", secrets * PRICE_SECRETS_REQUEST * million),
+        Line("Attempt history (DynamoDB writes)", history, "WRU", history * PRICE_WRITE_UNIT * million),
     ]
 
 

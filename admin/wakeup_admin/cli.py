@@ -10,7 +10,7 @@
                                              keeps signing beside it for the overlap
     wakeup-admin accounts limit ID --max-instances N   the account's own limit (--default: the service's)
     wakeup-admin instances list [--account ID]
-    wakeup-admin instances show ID
+    wakeup-admin instances show ID           the instance, and its calls of the last 7 days
     wakeup-admin wakes failing               pending wakes whose last call failed
 """
 
@@ -26,13 +26,14 @@ from urllib.parse import urlsplit
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
+from wakeup import history
 from wakeup.accounts import mint_account, revoke_account, rotate_signing_secret, signing_secret
-from wakeup.api_models import instance_reply
+from wakeup.api_models import attempt_reply, instance_reply
 from wakeup.factories import signing_keys
 from wakeup.model import Account, Instance
 from wakeup.signing import SigningKeys
 from wakeup.store import Store, is_id
-from wakeup.times import format_time
+from wakeup.times import format_time, now
 
 DEFAULT_OVERLAP = "24h"
 _DURATION = re.compile(r"(\d+)([smhd]?)")
@@ -207,7 +208,10 @@ def run(args: argparse.Namespace) -> int:
             if instance is None:
                 print(f"wakeup-admin: no instance {args.id}", file=sys.stderr)
                 return 1
-            print(json.dumps({**instance_reply(instance), "accountId": instance.account_id}, indent=2))
+            # Its calls of the last 7 days, newest first (at most 100 are kept).
+            calls = history.page(store, instance, history.HISTORY_SIZE, None, now()).attempts
+            shown = {**instance_reply(instance), "accountId": instance.account_id}
+            print(json.dumps({**shown, "history": [attempt_reply(call) for call in calls]}, indent=2))
         case "wakes", "failing":
             failing = [i for i in _instances(store, None) if i.pending and i.attempts > 0]
             _rows(INSTANCE_HEADER, map(_instance_row, failing))

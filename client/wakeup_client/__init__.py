@@ -13,12 +13,13 @@ Every failure is a ``WakeupError`` whose ``retryable`` says whether trying again
 from .account import WakeupClient
 from .errors import ErrorCode, WakeupError
 from .instance import InstanceClient
-from .models import Instance, Registration
+from .models import Attempt, Instance, Registration
 from .resources import InMemorySecretStore, Plan, SecretStore, WakeupResource
 from .signing import Wake, WakeVerificationError, verify_wake
 from .tokens import mint_instance_token
 
 __all__ = [
+    "Attempt",
     "ErrorCode",
     "InMemorySecretStore",
     "Instance",

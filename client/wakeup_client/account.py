@@ -12,7 +12,7 @@ import requests
 
 from ._http import Connection, service_url, token_setting
 from .errors import ErrorCode, WakeupError
-from .models import Instance, InstancePage, Posted, Registration
+from .models import Attempt, AttemptPage, Instance, InstancePage, Posted, Registration
 
 ACCOUNT_TOKEN_SETTING = "WAKEUP_ACCOUNT_TOKEN"
 # The most instances the service returns in one page of GET /wakeup/instances.
@@ -101,6 +101,24 @@ class WakeupClient:
             assert reply is not None
             page = self._connection.parse(reply, InstancePage)
             yield from page.instances
+            if page.next is None:
+                return
+            cursor = page.next
+
+    def attempts(self, instance_id: str, *, page_size: int = MAX_PAGE_SIZE) -> Iterator[Attempt]:
+        """The instance's calls of the last 7 days (at most 100), newest first, a page at a time.
+        An instance the service does not have raises ``WakeupError`` (code ``not_found``)."""
+        if not 1 <= page_size <= MAX_PAGE_SIZE:
+            raise ValueError(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
+        cursor: str | None = None
+        while True:
+            params: dict[str, str | int] = {"limit": page_size}
+            if cursor is not None:
+                params["cursor"] = cursor
+            reply = self._send("GET", _instance_path(instance_id) + "/attempts", expect=(200,), params=params)
+            assert reply is not None
+            page = self._connection.parse(reply, AttemptPage)
+            yield from page.attempts
             if page.next is None:
                 return
             cursor = page.next

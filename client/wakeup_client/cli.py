@@ -4,6 +4,7 @@
     wakeup instances show ID
     wakeup instances delete ID
     wakeup instances list
+    wakeup instances attempts ID
     wakeup wake --at TIME | --in DURATION [--token T]
 
 The service's URL comes from ``--url`` or ``WAKEUP_URL``, the account's token from
@@ -29,7 +30,7 @@ from .account import WakeupClient
 from .errors import USAGE_CODES, ErrorCode, WakeupError
 from .formats import format_time, parse_time
 from .instance import InstanceClient
-from .models import Instance
+from .models import Attempt, Instance
 from .tokens import mint_instance_token
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -95,6 +96,9 @@ def _parser() -> _Parser:
     for name, what in (("show", "show an instance"), ("delete", "delete an instance and its wake")):
         actions.add_parser(name, parents=[common], help=what).add_argument("id", metavar="ID")
     actions.add_parser("list", parents=[common], help="list the account's instances")
+    actions.add_parser(
+        "attempts", parents=[common], help="an instance's calls of the last 7 days, newest first"
+    ).add_argument("id", metavar="ID")
 
     wake = commands.add_parser("wake", parents=[common], help="ask to be woken (the instance token)")
     when = wake.add_mutually_exclusive_group(required=True)
@@ -129,6 +133,16 @@ def _shown(instance: Instance) -> str:
     return "\n".join(f"{name:<11}{value}" for name, value in rows)
 
 
+def _attempt_line(call: Attempt) -> str:
+    """One call, for a person: when, which, how it went, how long, how late, what delivered it."""
+    outcome = call.error or f"HTTP {call.status}"
+    late = f", {call.lateness_ms} ms late" if call.lateness_ms is not None else ""
+    return (
+        f"{format_time(call.started_at)}  call {call.attempt} for {format_time(call.at)}  {outcome}"
+        f"  ({call.duration_ms} ms{late}, {call.trigger})"
+    )
+
+
 def _run(args: argparse.Namespace, session: requests.Session | None) -> tuple[object, str]:
     """Run the command: what it found as JSON, and as text for a person."""
     if args.command == "wake":
@@ -155,6 +169,10 @@ def _run(args: argparse.Namespace, session: requests.Session | None) -> tuple[ob
         if instance is None:
             raise WakeupError(f"there is no instance {args.id}", code=ErrorCode.NOT_FOUND, retryable=False, status=404)
         return instance.to_json(), _shown(instance)
+    if args.action == "attempts":
+        calls = list(account.attempts(args.id))
+        lines = [_attempt_line(call) for call in calls]
+        return [call.to_json() for call in calls], "\n".join(lines) if lines else "no calls in the last 7 days"
     if args.action == "delete":
         deleted = account.delete(args.id)
         text = f"instance {args.id} deleted" if deleted else f"there is no instance {args.id}: nothing to delete"

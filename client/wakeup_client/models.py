@@ -44,6 +44,31 @@ class InstancePage(_Reply):
     next: str | None
 
 
+class Attempt(_Reply):
+    """One call of an instance's history (``GET /wakeup/instances/{id}/attempts``)."""
+
+    started_at: Timestamp = Field(alias="startedAt", description="when the call started")
+    at: Timestamp = Field(description="the registration's wake time")
+    attempt: Annotated[int, Field(ge=1, description="which call of the registration: 1 for the first")]
+    lateness_ms: int | None = Field(alias="latenessMs", description="how late a first call started (ms)")
+    duration_ms: Annotated[int, Field(alias="durationMs", ge=0, description="how long the call took (ms)")]
+    status: int | None = Field(description="the host's HTTP status; None when it did not answer")
+    error: str | None = Field(description="why the call failed; None when it succeeded")
+    trigger: str = Field(description="what delivered it: queue, schedule or sweeper")
+    webhook_id: str = Field(alias="webhookId", description="the call's webhook-id header")
+
+    def to_json(self) -> dict[str, object]:
+        """The call in the service's own JSON shape."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class AttemptPage(_Reply):
+    """One page of an instance's calls, newest first; ``next`` is the next page's cursor."""
+
+    attempts: list[Attempt]
+    next: str | None
+
+
 class Posted(_Reply):
     """The reply to ``POST /wakeup/instances``."""
 

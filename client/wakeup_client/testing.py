@@ -46,6 +46,9 @@ _TOKENS = {"account": re.compile(r"swa_[A-Za-z0-9_-]{32,128}"), "instance": re.c
 _BEARER = re.compile(r"Bearer +(\S+)", re.IGNORECASE)
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _INSTANCE_PATH = re.compile(r"/wakeup/instances/([^/]+)")
+_ATTEMPTS_PATH = re.compile(r"/wakeup/instances/([^/]+)/attempts")
+HISTORY_SIZE = 100
+HISTORY_DAYS = 7
 _LIMIT = re.compile(r"[0-9]{1,3}")  # ASCII digits, and few: `²` is a digit to str.isdigit
 
 Json = dict[str, Any]
@@ -104,6 +107,8 @@ class _Instance:
     at: datetime | None = None
     # A new one for each registered wake, as the service's webhook-ids name it.
     reg: str | None = None
+    # Its calls, oldest first, as GET .../attempts shows them (with the moment each started).
+    history: list[tuple[datetime, Json]] = field(default_factory=list)
     called_at: datetime | None = None
     attempts: int = 0
     last_error: str | None = None
@@ -223,6 +228,8 @@ class FakeWakeupService:
         moment = self._clock() if when is None else when
         with self._lock:
             instance = self._instances.get(wake.instance_id)
+            if instance is not None:
+                self._remember(instance, wake, moment, status, error)
             if instance is None or instance.at != wake.at or instance.url != wake.url or instance.next_call is None:
                 return False
             if status is not None and 200 <= status <= 299:
@@ -235,6 +242,25 @@ class FakeWakeupService:
                 backoff = min(2 ** (instance.attempts - 1), MAX_BACKOFF_S)
                 instance.next_call = moment + timedelta(seconds=backoff)
             return True
+
+    @staticmethod
+    def _remember(instance: _Instance, wake: DueWake, moment: datetime, status: int | None, error: str | None) -> None:
+        """Keeps the call in the instance's history, as the service does (at most 100)."""
+        failed = (
+            error if error is not None else (None if status is not None and 200 <= status <= 299 else f"HTTP {status}")
+        )
+        call = {
+            "startedAt": format_time(moment),
+            "at": format_time(wake.at),
+            "attempt": wake.attempt,
+            "latenessMs": round((moment - wake.at).total_seconds() * 1000) if wake.attempt == 1 else None,
+            "durationMs": 0,
+            "status": status,
+            "error": failed,
+            "trigger": "queue",
+            "webhookId": wake.headers.get("webhook-id", f"wake_{wake.instance_id}_{instance.reg}_{wake.attempt - 1}"),
+        }
+        instance.history = [*instance.history, (moment, call)][-HISTORY_SIZE:]
 
     # --- the HTTP contract --------------------------------------------------------------------
 
@@ -261,6 +287,10 @@ class FakeWakeupService:
         if path == "/wakeup/wake":
             self._allow(method, "PUT")
             return self._wake(self._instance_by_token(headers), _json_object(body))
+        attempts = _ATTEMPTS_PATH.fullmatch(path)
+        if attempts is not None:
+            self._allow(method, "GET")
+            return 200, self._attempts(self._owned(self._account(headers), unquote(attempts.group(1))), query)
         match = _INSTANCE_PATH.fullmatch(path)
         if match is None:
             raise _Refusal(404, f"there is no {path}: the routes are under /wakeup/instances and /wakeup/wake")
@@ -335,6 +365,20 @@ class FakeWakeupService:
             instance.url = url
             instance.forget_wake()
         return 200, {"id": instance.id}
+
+    def _attempts(self, instance: _Instance, query: dict[str, list[str]]) -> Json:
+        """The instance's calls of the last 7 days, newest first, a page at a time."""
+        limit = ",".join(query.get("limit", [str(MAX_PAGE_SIZE)]))
+        if not _LIMIT.fullmatch(limit) or not 1 <= int(limit) <= MAX_PAGE_SIZE:
+            raise _Refusal(400, f"limit must be a whole number from 1 to {MAX_PAGE_SIZE}")
+        since = self._clock() - timedelta(days=HISTORY_DAYS)
+        kept = [call for started, call in reversed(instance.history) if started >= since]
+        cursor = ",".join(query.get("cursor", [])) or "0"
+        if not cursor.isdigit() or int(cursor) > len(kept):
+            raise _Refusal(400, "cursor is not one this service gave for this instance's attempts; start without it")
+        start, size = int(cursor), int(limit)
+        more = start + size < len(kept)
+        return {"attempts": kept[start : start + size], "next": str(start + size) if more else None}
 
     def _list(self, account: _Account, query: dict[str, list[str]]) -> Json:
         # API Gateway hands a repeated parameter over joined with commas.

@@ -7,7 +7,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from wakeup import instances
-from wakeup.api_models import RegisterInstanceBody, instance_reply
+from wakeup.api_models import RegisterInstanceBody, attempt_reply, instance_reply
 from wakeup.factories import get_store, get_triggers
 from wakeup.http import authenticate, install, json_response, read_body
 from wakeup.instances import MAX_PAGE
@@ -83,6 +83,23 @@ def list_instances() -> Response[str]:
 )
 def get_instance(instance_id: str) -> Response[str]:
     return json_response(200, instance_reply(instances.get(get_store(), _account(), instance_id)))
+
+
+@app.get(
+    "/wakeup/instances/<instance_id>/attempts",
+    summary="The instance's calls of the last 7 days, newest first, a page at a time (account token)",
+    description="At most 100 are kept per instance. Each says when it started, how late (first calls), how long "
+    "it took, the host's status or the error, and what delivered it.",
+    responses=replies({200: ("AttemptPage", "A page of calls, newest first.")}, errors=(400, 401, 403, 404)),
+    openapi_extensions=query(
+        {"name": "limit", "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": MAX_PAGE}},
+        {"name": "cursor", "schema": {"type": "string"}, "description": "the previous page's next"},
+    ),
+)
+def list_attempts(instance_id: str) -> Response[str]:
+    query = app.current_event.query_string_parameters or {}
+    page = instances.attempts_page(get_store(), _account(), instance_id, query.get("limit"), query.get("cursor"), now())
+    return json_response(200, {"attempts": [attempt_reply(a) for a in page.attempts], "next": page.next_cursor})
 
 
 @app.delete(

@@ -292,3 +292,18 @@ def test_help_exits_zero(wakeup: Cli) -> None:
         wakeup("--help")
 
     assert exited.value.code == 0
+
+
+def test_attempts_lists_an_instances_calls_newest_first(wakeup: Cli, fake: FakeWakeupService) -> None:
+    account = wakeup.account()
+    token = mint_instance_token()
+    instance_id = account.register("http://127.0.0.1:9/h", token).id
+    InstanceClient(fake.url, token, session=fake.session()).wake_at(datetime(2020, 1, 1, tzinfo=UTC))
+    [due] = fake.due()
+    fake.record_answer(due, error="connection refused")
+
+    shown = wakeup("instances", "attempts", instance_id)
+    as_json = wakeup("--json", "instances", "attempts", instance_id)
+
+    assert shown.code == 0 and "call 1" in shown.out and "connection refused" in shown.out
+    assert [call["error"] for call in as_json.json()] == ["connection refused"]

@@ -191,3 +191,20 @@ def test_the_fakes_session_answers_only_for_its_own_url(fake: FakeWakeupService)
         client.get("0b8e5f6c-2d7a-4f1e-9c3b-5a6d7e8f9a0b")
 
     assert failed.value.code == ErrorCode.CONNECTION_FAILED
+
+
+def test_the_answered_calls_are_the_instances_history_newest_first(
+    fake: FakeWakeupService, account: WakeupClient
+) -> None:
+    instance_id, token = registered(account)
+    wake(fake, token, AT)
+    [first] = fake.due(AT)
+    assert fake.record_answer(first, 503, when=AT)
+    [second] = fake.due(AT + timedelta(seconds=1))
+    assert fake.record_answer(second, 200, when=AT + timedelta(seconds=1))
+
+    calls = list(account.attempts(instance_id, page_size=1))
+
+    assert [(c.attempt, c.status, c.error) for c in calls] == [(2, 200, None), (1, 503, "HTTP 503")]
+    assert calls[1].lateness_ms == 0 and calls[0].lateness_ms is None
+    assert calls[1].webhook_id == first.headers["webhook-id"]

@@ -47,6 +47,8 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:UpdateItem", repr(TABLE)),
         ("dynamodb:DeleteItem", repr(TABLE)),
         ("dynamodb:ConditionCheckItem", repr(TABLE)),
+        # An instance's history: its attempt items by key.
+        ("dynamodb:BatchGetItem", repr(TABLE)),
         ("dynamodb:Query", repr({"Fn::Sub": "${Table.Arn}/index/ByAccount"})),
         ("scheduler:DeleteSchedule", repr(SCHEDULES_OF_THE_GROUP)),
     },
@@ -69,6 +71,8 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str]]] = {
     # and traces.
     "CallerFunction": {
         ("dynamodb:GetItem", repr(TABLE)),
+        # Each call kept in the instance's history (an attempt item).
+        ("dynamodb:PutItem", repr(TABLE)),
         ("dynamodb:UpdateItem", repr(TABLE)),
         ("sqs:SendMessage", repr(CALLER_QUEUE)),
         ("scheduler:CreateSchedule", repr(SCHEDULES_OF_THE_GROUP)),

@@ -144,11 +144,23 @@ def test_lateness_is_shown_as_p50_p99_and_max(template: dict[str, Any]) -> None:
 def test_latest_failed_wakes_come_from_the_callers_log_group(template: dict[str, Any]) -> None:
     log_widgets = [w for w in dashboard(template)["widgets"] if w["type"] == "log"]
 
-    assert len(log_widgets) == 1
+    assert len(log_widgets) == 2
     query = log_widgets[0]["properties"]["query"]
     assert query.startswith("SOURCE 'resolved-CallerLogGroup' |")
     assert 'filter message = "wake call failed"' in query
     assert all(field in query for field in FAILED_CALL_LOG_FIELDS)
+
+
+def test_the_instances_and_hosts_failing_most_show_hour_by_hour_with_why(template: dict[str, Any]) -> None:
+    [widget] = [w for w in dashboard(template)["widgets"] if "Failing most" in w["properties"].get("title", "")]
+
+    assert widget["type"] == "log" and widget["properties"]["view"] == "table"
+    query = widget["properties"]["query"]
+    assert query.startswith("SOURCE 'resolved-CallerLogGroup' |")
+    assert 'filter message = "wake call failed"' in query
+    # counted per hour, by instance and host, with the last error, the latest hour and the most first
+    assert "stats count(*) as failures, latest(error) as last_error by bin(1h) as hour, instance_id, host" in query
+    assert "sort hour desc, failures desc" in query
 
 
 @pytest.mark.parametrize("queue", DEAD_LETTER_QUEUES)

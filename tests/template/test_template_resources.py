@@ -200,6 +200,7 @@ def test_http_api_routes_are_the_contract_and_the_default_route(template: dict[s
         ("GET /wakeup/instances", "InstancesFunction"),
         ("GET /wakeup/instances/{id}", "InstancesFunction"),
         ("DELETE /wakeup/instances/{id}", "InstancesFunction"),
+        ("GET /wakeup/instances/{id}/attempts", "InstancesFunction"),
         ("$default", "InstancesFunction"),
         ("PUT /wakeup/wake", "WakeFunction"),
     }

@@ -4,6 +4,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from wakeup.history import Attempt
 from wakeup.model import Instance
 from wakeup.times import format_time
 
@@ -44,4 +45,19 @@ def instance_reply(instance: Instance) -> dict[str, Any]:
         "calledAt": format_time(instance.called_at) if instance.called_at else None,
         "attempts": instance.attempts,
         "lastError": instance.last_error,
+    }
+
+
+def attempt_reply(attempt: Attempt) -> dict[str, Any]:
+    """One call of an instance's history as the API shows it (`attempt`: 1 for a registration's first call)."""
+    return {
+        "startedAt": format_time(attempt.started_at),
+        "at": format_time(attempt.at),
+        "attempt": attempt.attempt + 1,
+        "latenessMs": attempt.lateness_ms,
+        "durationMs": attempt.duration_ms,
+        "status": attempt.status,
+        "error": attempt.error,
+        "trigger": attempt.trigger,
+        "webhookId": attempt.webhook_id,
     }

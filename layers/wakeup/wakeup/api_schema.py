@@ -44,6 +44,27 @@ class InstancePage(_Reply):
     next: str | None = Field(description="the cursor of the next page (`?cursor=`); null on the last")
 
 
+class AttemptReply(_Reply):
+    """One call of an instance's history."""
+
+    startedAt: Timestamp = Field(description="when the call started")  # noqa: N815
+    at: Timestamp = Field(description="the registration's wake time")
+    attempt: int = Field(ge=1, description="which call of the registration: 1 for the first")
+    latenessMs: int | None = Field(description="how late the first call started, in ms; null for retries")  # noqa: N815
+    durationMs: int = Field(ge=0, description="how long the call took, in ms")  # noqa: N815
+    status: int | None = Field(description="the host's HTTP status; null when it did not answer")
+    error: str | None = Field(description="why the call failed; null when it succeeded")
+    trigger: str = Field(description="what delivered it: queue, schedule or sweeper")
+    webhookId: str = Field(description="the call's webhook-id header")  # noqa: N815
+
+
+class AttemptPage(_Reply):
+    """`GET /wakeup/instances/{id}/attempts`: the instance's calls of the last 7 days, newest first."""
+
+    attempts: list[AttemptReply]
+    next: str | None = Field(description="the cursor of the next page (`?cursor=`); null on the last")
+
+
 class Error(_Reply):
     """Every error the service answers."""
 
@@ -56,4 +77,12 @@ class GatewayError(_Reply):
     message: str
 
 
-REPLY_MODELS: tuple[type[BaseModel], ...] = (Registered, InstanceReply, InstancePage, Error, GatewayError)
+REPLY_MODELS: tuple[type[BaseModel], ...] = (
+    Registered,
+    InstanceReply,
+    InstancePage,
+    AttemptReply,
+    AttemptPage,
+    Error,
+    GatewayError,
+)

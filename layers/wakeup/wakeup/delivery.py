@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
-from wakeup import times
+from wakeup import history, times
 from wakeup.backoff import retry_delay_s
 from wakeup.host_call import CallOutcome, call_wake
 from wakeup.model import Instance, Trigger
@@ -56,6 +56,7 @@ class Source(StrEnum):
 
     QUEUE = "queue"
     SCHEDULE = "schedule"
+    SWEEPER = "sweeper"  # a message the sweeper sent (a lost trigger re-armed)
 
 
 class Result(StrEnum):
@@ -94,7 +95,10 @@ def parse_trigger(payload: Any) -> Trigger:
         raise InvalidTriggerError("a trigger names an instance_id and a reg")
     if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 0:
         raise InvalidTriggerError("a trigger's attempt is a whole number from 0")
-    return Trigger(instance_id=instance_id, reg=reg, attempt=attempt)
+    origin = payload.get("origin")
+    return Trigger(
+        instance_id=instance_id, reg=reg, attempt=attempt, origin=origin if isinstance(origin, str) else None
+    )
 
 
 def host_of(url: str) -> str:
@@ -139,7 +143,8 @@ class Caller:
         # The keys before the wait: the sub-second left before the call's time covers their read.
         keys = self._signing_keys(instance, instance.due)
         self._wait_until(instance.due, now)
-        return self._call(trigger, instance, instance.due, keys)
+        origin = Source.SWEEPER if trigger.origin == Source.SWEEPER.value else source
+        return self._call(trigger, instance, instance.due, keys, origin)
 
     def _signing_keys(self, instance: Instance, moment: datetime) -> list[bytes]:
         """The account's keys that sign a call at `moment` (two during a rotation's overlap)."""
@@ -182,13 +187,29 @@ class Caller:
         logger.info("claim held by another call; trigger re-sent", instance_id=trigger.instance_id)
         return Delivery(Result.BUSY)
 
-    def _call(self, trigger: Trigger, instance: Instance, due: datetime, keys: list[bytes]) -> Delivery:
+    def _call(self, trigger: Trigger, instance: Instance, due: datetime, keys: list[bytes], origin: Source) -> Delivery:
         host = host_of(instance.url)
         started = self.clock()
-        headers = signed_headers(keys, WakeId(instance.id, trigger.reg, trigger.attempt), started) if keys else {}
+        wake_id = WakeId(instance.id, trigger.reg, trigger.attempt)
+        headers = signed_headers(keys, wake_id, started) if keys else {}
         outcome = self.call(instance.url, instance.id, self.settings.call_timeout_s, headers)
         finished = self.clock()
         lateness_ms = max((started - due).total_seconds() * 1000, 0.0) if trigger.attempt == 0 else None
+        self._remember(
+            history.Attempt(
+                instance_id=instance.id,
+                seq=instance.history_seq,
+                started_at=started,
+                at=instance.at or due,
+                attempt=trigger.attempt,
+                lateness_ms=round(lateness_ms) if lateness_ms is not None else None,
+                duration_ms=round((finished - started).total_seconds() * 1000),
+                status=outcome.status,
+                error=outcome.error,
+                trigger=origin.value,
+                webhook_id=str(wake_id),
+            )
+        )
         if outcome.error is None:
             recorded = self.store.record_success(trigger, finished)
             logger.info(
@@ -230,6 +251,15 @@ class Caller:
         return Delivery(
             Result.FAILED, lateness_ms=lateness_ms, recorded=recorded, retry_armed=retry_armed, refused=outcome.refused
         )
+
+    def _remember(self, attempt: history.Attempt) -> None:
+        """Keeps the call in the instance's history; a failure to is logged, never the call's."""
+        if attempt.seq < 1:  # not numbered by a claim (an instance item older than the history)
+            return
+        try:
+            history.record(self.store, attempt)
+        except (ClientError, BotoCoreError):
+            logger.warning("call not kept in the history", instance_id=attempt.instance_id)
 
     def _too_old(self, instance: Instance, next_due: datetime) -> bool:
         max_age_s = self.settings.max_wake_age_s

@@ -36,6 +36,7 @@ MAX_BODY_BYTES = 16 * 1024
 KNOWN_PATHS: list[tuple[re.Pattern[str], list[str]]] = [
     (re.compile(r"/wakeup/instances"), ["GET", "POST"]),
     (re.compile(r"/wakeup/instances/[^/]+", re.DOTALL), ["GET", "DELETE"]),
+    (re.compile(r"/wakeup/instances/[^/]+/attempts", re.DOTALL), ["GET"]),
     (re.compile(r"/wakeup/wake"), ["PUT"]),
 ]
 

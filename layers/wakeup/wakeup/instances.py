@@ -6,6 +6,7 @@ from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from wakeup import history
 from wakeup.addresses import REFUSED_URL, AddressPolicy, literal_address
 from wakeup.errors import BadRequestError, ForbiddenError, NotFoundError
 from wakeup.model import Instance, TokenOwner
@@ -76,6 +77,19 @@ def list_page(store: Store, account: TokenOwner, limit: str | None, cursor: str 
             raise BadRequestError(f"limit must be a whole number from 1 to {MAX_PAGE}")
         size = int(limit)
     return store.list_instances(account.account_id, size, cursor or None)
+
+
+def attempts_page(
+    store: Store, account: TokenOwner, instance_id: str, limit: str | None, cursor: str | None, now: datetime
+) -> history.AttemptPage:
+    """One page of the calls of the account's instance in the last 7 days, newest first."""
+    instance = get(store, account, instance_id)
+    size = MAX_PAGE
+    if limit is not None:
+        if not _LIMIT.fullmatch(limit) or not 1 <= int(limit) <= MAX_PAGE:
+            raise BadRequestError(f"limit must be a whole number from 1 to {MAX_PAGE}")
+        size = int(limit)
+    return history.page(store, instance, size, cursor or None, now)
 
 
 def _forget(triggers: Triggers, previous: Instance, now: datetime) -> None:

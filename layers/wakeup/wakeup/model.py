@@ -1,6 +1,6 @@
 """The domain: accounts, instances and the wake an instance registered."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from wakeup.signing import SigningVersions
@@ -47,6 +47,8 @@ class Instance:
     # The end of the claim of a call in flight, in epoch milliseconds.
     claim_until: int | None = None
     revoked_at: datetime | None = None
+    # How many calls were ever claimed for it: the number of the newest in its history.
+    history_seq: int = 0
 
     @property
     def pending(self) -> bool:
@@ -61,3 +63,5 @@ class Trigger:
     instance_id: str
     reg: str
     attempt: int
+    # "sweeper" for a trigger the sweeper re-armed (kept in the call's history); not part of its identity.
+    origin: str | None = field(default=None, compare=False)

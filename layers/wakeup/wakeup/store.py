@@ -121,6 +121,7 @@ def _instance(item: Item) -> Instance:
         due=_time(item.get("pending_due")),
         claim_until=int(claim) if claim is not None else None,
         revoked_at=_time(item.get("revoked_at")),
+        history_seq=int(item.get("history_seq", 0)),
     )
 
 
@@ -691,7 +692,14 @@ class Store:
             ":now": now_ms,
             ":until": now_ms + lease_ms,
         }
-        written = self._conditional_update(trigger.instance_id, "SET claim_until = :until", condition, values)
+        # The claim also numbers the call in the instance's history (wakeup.history): no write of its own.
+        values.update({":zero": 0, ":one": 1})
+        written = self._conditional_update(
+            trigger.instance_id,
+            "SET claim_until = :until, history_seq = if_not_exists(history_seq, :zero) + :one",
+            condition,
+            values,
+        )
         return ClaimAttempt(claimed=written.applied, instance=_instance(written.item) if written.item else None)
 
     def record_success(self, trigger: Trigger, called_at: datetime) -> bool:

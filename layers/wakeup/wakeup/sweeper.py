@@ -6,7 +6,7 @@ time in the past; every minute the sweeper looks for those, through the sharded 
 index, and arms them again. A wake whose call is in flight (a live claim) is left alone.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -19,6 +19,9 @@ from wakeup.store import PENDING_SHARDS, Store
 from wakeup.times import epoch_ms, format_time
 from wakeup.triggers import Triggers
 from wakeup.wakes import trigger_for
+
+# What the history of a call re-armed here says delivered it.
+SWEEPER_ORIGIN = "sweeper"
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,7 @@ def _rearm(store: Store, triggers: Triggers, instance: Instance, now: datetime) 
     # with the caller or a new registration.
     if not store.postpone(trigger, now, now_ms):
         return False
-    triggers.arm(trigger, now, now)
+    triggers.arm(replace(trigger, origin=SWEEPER_ORIGIN), now, now)
     logger.warning(
         "overdue wake re-armed",
         instance_id=instance.id,

@@ -34,6 +34,12 @@ class Armed(StrEnum):
     SCHEDULE = "schedule"
 
 
+def message_body(trigger: Trigger) -> str:
+    """A trigger as a message or a schedule carries it (its origin only when it has one)."""
+    fields = {key: value for key, value in asdict(trigger).items() if value is not None}
+    return json.dumps(fields)
+
+
 def schedule_name(instance_id: str) -> str:
     """The one schedule an instance can have."""
     return f"wake-{instance_id}"
@@ -76,16 +82,14 @@ class Triggers:
     def send(self, trigger: Trigger, delay_s: float) -> None:
         """An SQS message delayed by whole seconds, so it arrives up to a second before its time."""
         delay = min(max(math.floor(delay_s), 0), SQS_MAX_DELAY_S)
-        self.sqs.send_message(
-            QueueUrl=self.settings.queue_url, MessageBody=json.dumps(asdict(trigger)), DelaySeconds=delay
-        )
+        self.sqs.send_message(QueueUrl=self.settings.queue_url, MessageBody=message_body(trigger), DelaySeconds=delay)
 
     def schedule(self, trigger: Trigger, fire_at: datetime) -> None:
         """Creates or replaces the instance's one-time schedule (an update replaces every field)."""
         target: dict[str, Any] = {
             "Arn": self.settings.caller_arn,
             "RoleArn": self.settings.scheduler_role_arn,
-            "Input": json.dumps(asdict(trigger)),
+            "Input": message_body(trigger),
             "RetryPolicy": SCHEDULE_RETRY,
         }
         if self.settings.schedules_dlq_arn:
