@@ -210,8 +210,8 @@ def run(args: argparse.Namespace) -> int:
                 return 1
             # Its calls of the last 7 days, newest first (at most 100 are kept).
             calls = history.page(store, instance, history.HISTORY_SIZE, None, now()).attempts
-            shown = {**instance_reply(instance), "accountId": instance.account_id}
-            print(json.dumps({**shown, "history": [attempt_reply(call) for call in calls]}, indent=2))
+            found = {**instance_reply(instance), "accountId": instance.account_id}
+            print(json.dumps({**found, "history": [attempt_reply(call) for call in calls]}, indent=2))
         case "wakes", "failing":
             failing = [i for i in _instances(store, None) if i.pending and i.attempts > 0]
             _rows(INSTANCE_HEADER, map(_instance_row, failing))
