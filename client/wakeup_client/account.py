@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from types import TracebackType
-from typing import Self
+from typing import Self, TypeVar
 from urllib.parse import quote
 
 import requests
@@ -17,6 +17,8 @@ from .models import Attempt, AttemptPage, Instance, InstancePage, Posted, Regist
 ACCOUNT_TOKEN_SETTING = "WAKEUP_ACCOUNT_TOKEN"
 # The most instances the service returns in one page of GET /wakeup/instances.
 MAX_PAGE_SIZE = 100
+# A page of a listing: GET /wakeup/instances or an instance's attempts.
+_Page = TypeVar("_Page", InstancePage, AttemptPage)
 
 
 def _instance_path(instance_id: str) -> str:
@@ -90,24 +92,17 @@ class WakeupClient:
 
     def list(self, *, page_size: int = MAX_PAGE_SIZE) -> Iterator[Instance]:
         """Every instance of the account, oldest first, fetching a page of ``page_size`` at a time."""
-        if not 1 <= page_size <= MAX_PAGE_SIZE:
-            raise ValueError(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
-        cursor: str | None = None
-        while True:
-            params: dict[str, str | int] = {"limit": page_size}
-            if cursor is not None:
-                params["cursor"] = cursor
-            reply = self._send("GET", "/wakeup/instances", expect=(200,), params=params)
-            assert reply is not None
-            page = self._connection.parse(reply, InstancePage)
+        for page in self._pages("/wakeup/instances", InstancePage, page_size):
             yield from page.instances
-            if page.next is None:
-                return
-            cursor = page.next
 
     def attempts(self, instance_id: str, *, page_size: int = MAX_PAGE_SIZE) -> Iterator[Attempt]:
         """The instance's calls of the last 7 days (at most 100), newest first, a page at a time.
         An instance the service does not have raises ``WakeupError`` (code ``not_found``)."""
+        for page in self._pages(_instance_path(instance_id) + "/attempts", AttemptPage, page_size):
+            yield from page.attempts
+
+    def _pages(self, path: str, model: type[_Page], page_size: int) -> Iterator[_Page]:
+        """Every page of a listing at ``path``, following each page's ``next`` cursor to the last."""
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise ValueError(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
         cursor: str | None = None
@@ -115,10 +110,10 @@ class WakeupClient:
             params: dict[str, str | int] = {"limit": page_size}
             if cursor is not None:
                 params["cursor"] = cursor
-            reply = self._send("GET", _instance_path(instance_id) + "/attempts", expect=(200,), params=params)
+            reply = self._send("GET", path, expect=(200,), params=params)
             assert reply is not None
-            page = self._connection.parse(reply, AttemptPage)
-            yield from page.attempts
+            page = self._connection.parse(reply, model)
+            yield page
             if page.next is None:
                 return
             cursor = page.next
