@@ -35,12 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     if plots is not None:
         plots.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    print(report.HEADER, flush=True)
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        results = list(pool.map(simulate, chosen, [plots] * len(chosen)))
-    print(report.HEADER)
-    for figures in results:
-        print(report.row(figures))
-    print(f"\n{len(results)} scenarios in {time.monotonic() - started:.0f} s", file=sys.stderr)
+        for figures in pool.map(simulate, chosen, [plots] * len(chosen)):
+            print(report.row(figures), flush=True)
+    print(f"\n{len(chosen)} scenarios in {time.monotonic() - started:.0f} s", file=sys.stderr)
     return 0
 
 
