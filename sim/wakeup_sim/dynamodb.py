@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
 from wakeup.errors import ConflictError
@@ -36,6 +37,7 @@ from wakeup.tokens import TokenKind
 from wakeup_sim.capacity import Index, item_size, read_units, table_write_units
 
 Item = dict[str, Any]
+_deserializer = TypeDeserializer()
 # botocore's standard retry mode, as `wakeup.aws.CLIENT_CONFIG` sets it: three attempts in all.
 MAX_ATTEMPTS = 3
 
@@ -68,7 +70,18 @@ class Io:
         """Waits before attempt `attempt + 1` of a throttled request."""
 
 
-class _NoClient:
+class _MemoryClient:
+    """The client requests that code beside `Store` makes with `store.client` (the call history's
+    `PutItem`); any other raises, so a new one is seen at once."""
+
+    def __init__(self, store: "MemoryStore") -> None:
+        self._store = store
+
+    def put_item(self, TableName: str, Item: dict[str, Any]) -> dict[str, Any]:  # noqa: N803
+        item = {name: _deserializer.deserialize(value) for name, value in Item.items()}
+        self._store._write(str(item["pk"]), lambda _: item, operation="PutItem")
+        return {}
+
     def __getattr__(self, name: str) -> Any:
         raise NotImplementedError(f"MemoryStore does not implement the request behind {name}")
 
@@ -77,7 +90,7 @@ class MemoryStore(Store):
     """The table in memory; every public method behaves as `Store`'s does against DynamoDB."""
 
     def __init__(self, indexes: list[Index], io: Io | None = None, rng: random.Random | None = None) -> None:
-        super().__init__("memory", client=_NoClient())
+        super().__init__("memory", client=_MemoryClient(self))
         self.items: dict[str, Item] = {}
         self.indexes = indexes
         self.io = io or Io()
@@ -107,14 +120,16 @@ class MemoryStore(Store):
             self.io.backoff(attempt + 1)
         raise self._throttled(operation)
 
-    def _write(self, pk: str, change: Callable[[Item | None], Item | None]) -> tuple[Item | None, Item | None]:
+    def _write(
+        self, pk: str, change: Callable[[Item | None], Item | None], operation: str = "UpdateItem"
+    ) -> tuple[Item | None, Item | None]:
         """Applies `change` to the item as one conditional write; returns the item before and after.
 
         `change` gets a copy of the item (None when absent) and returns the new one (None deletes),
         or raises `_ConditionFailed`, which is raised again once the failed write is metered.
         """
         for attempt in range(MAX_ATTEMPTS):
-            self.io.request("UpdateItem")
+            self.io.request(operation)
             old = self.items.get(pk)
             failed = False
             try:
@@ -124,7 +139,7 @@ class MemoryStore(Store):
             units = table_write_units(old, new)
             index_writes = [] if failed else self._index_writes(old, new)
             if self.io.admit(0, units, index_writes):
-                self.metered.requests["dynamodb:UpdateItem"] += 1
+                self.metered.requests[f"dynamodb:{operation}"] += 1
                 self.metered.write_units += units
                 for name, _, index_units in index_writes:
                     self.metered.index_write_units[name] += index_units
@@ -134,7 +149,7 @@ class MemoryStore(Store):
                 return old, new
             self.metered.throttled += 1
             self.io.backoff(attempt + 1)
-        raise self._throttled("UpdateItem")
+        raise self._throttled(operation)
 
     def _index_writes(self, old: Item | None, new: Item | None) -> list[tuple[str, Any, int]]:
         writes = []
@@ -278,6 +293,7 @@ class MemoryStore(Store):
                 raise _ConditionFailed
             self._no_live_claim(item, now_ms)
             item["claim_until"] = now_ms + lease_ms
+            item["history_seq"] = item.get("history_seq", 0) + 1  # numbers the call in the history
             return item
 
         pk = _instance_key(trigger.instance_id)

@@ -78,6 +78,16 @@ def test_a_due_registration_is_claimed_until_the_lease_ends(table: Table) -> Non
     assert attempt.instance.claim_until == epoch_ms(at) + LEASE_MS
 
 
+def test_each_claim_numbers_the_next_call_in_the_history(table: Table) -> None:
+    at = now()
+    trigger = table.wake(table.instance(), at)
+    due_by = at + timedelta(seconds=1)
+    first = table.store.claim_if_due(trigger, epoch_ms(at), due_by, LEASE_MS).instance
+    second = table.store.claim_if_due(trigger, epoch_ms(at) + LEASE_MS + 1, due_by, LEASE_MS).instance
+    assert first is not None and second is not None
+    assert second.history_seq == first.history_seq + 1
+
+
 def test_a_registration_not_due_yet_is_not_claimed_and_says_when_it_is(table: Table) -> None:
     at = whole_ms(now() + timedelta(seconds=30))
     trigger = table.wake(table.instance(), at)

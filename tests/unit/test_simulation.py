@@ -51,8 +51,11 @@ def test_with_the_templates_horizon_long_retries_go_through_a_schedule_and_keep_
 def test_the_simulator_prices_a_wake_with_the_benchs_cost_model() -> None:
     outcome = run(Scenario("steady", 200, rate_per_s=20, warm=True), from_template())
     usage = report.usage(outcome)
-    # Three instance writes per near wake (registration, claim, outcome), units as bench counts them.
+    # Three instance writes per near wake (registration, claim, outcome), units as bench counts them,
+    # and the call's history item (under 1 KB: one unit).
     from wakeup_sim.capacity import units_per_instance_write
 
-    assert usage.write_units == pytest.approx(3 * units_per_instance_write(), rel=0.05)
+    assert usage.requests["dynamodb:PutItem"] == pytest.approx(1.0, rel=0.05)
+    expected = 3 * units_per_instance_write() + usage.requests["dynamodb:PutItem"]
+    assert usage.write_units == pytest.approx(expected, rel=0.05)
     assert report.usd_per_million(outcome) > 0
