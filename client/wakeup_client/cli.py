@@ -201,7 +201,14 @@ def main(argv: Sequence[str] | None = None, *, session: requests.Session | None 
         return _fail(str(exc), EXIT_USAGE)
     except WakeupError as exc:
         return _fail(exc.message, EXIT_USAGE if exc.code in USAGE_CODES else EXIT_FAILED)
-    print(json.dumps(found, indent=2) if args.json else text)
+    try:
+        print(json.dumps(found, indent=2) if args.json else text, flush=True)
+    except BrokenPipeError:
+        # The reader went away (`wakeup instances list | head`). Python's advice: point stdout at
+        # devnull so the flush at exit fails quietly too
+        # (https://docs.python.org/3/library/signal.html#note-on-sigpipe).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILED
     return EXIT_OK
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -307,3 +309,34 @@ def test_attempts_lists_an_instances_calls_newest_first(wakeup: Cli, fake: FakeW
 
     assert shown.code == 0 and "call 1" in shown.out and "connection refused" in shown.out
     assert [call["error"] for call in as_json.json()] == ["connection refused"]
+
+
+LISTS_A_LONG_PAGE = """
+import os, sys
+from wakeup_client import WakeupClient, mint_instance_token
+from wakeup_client.cli import main
+from wakeup_client.testing import FakeWakeupService
+fake = FakeWakeupService()
+account = WakeupClient(fake.url, fake.account_token, session=fake.session())
+for _ in range(100):
+    account.register("http://127.0.0.1:9/host", mint_instance_token())
+os.environ.update(WAKEUP_URL=fake.url, WAKEUP_ACCOUNT_TOKEN=fake.account_token)
+sys.exit(main(["--json", "instances", "list"], session=fake.session()))
+"""
+
+
+def test_a_reader_that_goes_away_ends_the_output_without_a_traceback() -> None:
+    # given: `wakeup --json instances list | head -1`, the reader gone before the CLI writes its
+    # 100 instances (it closes at once, while the CLI is still registering them in its fake)
+    process = subprocess.Popen(
+        [sys.executable, "-c", LISTS_A_LONG_PAGE], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    process.stdout.close()
+
+    # when
+    _, err = process.communicate(timeout=60)
+
+    # then: it stops quietly, as command-line tools do when the pipe closes
+    assert err == ""
+    assert process.returncode == 1
