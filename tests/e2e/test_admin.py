@@ -1,5 +1,6 @@
 """`wakeup-admin` against the local stack, as an operator runs it."""
 
+import json
 import os
 import subprocess
 import uuid
@@ -10,6 +11,8 @@ import requests
 
 from support.admin import ADMIN, admin
 from support.admin import account_id as id_of_account
+from support.host import WakeHost
+from support.waiting import wait_until
 from wakeup.times import now, parse_stored
 from wakeup.tokens import TokenKind, mint
 
@@ -117,6 +120,40 @@ def test_instances_show_prints_the_instance(stack: Any) -> None:
     )
     shown = admin(stack, "instances", "show", posted.json()["id"])
     assert shown.returncode == 0 and "http://shown.test" in shown.stdout
+
+
+def test_instances_show_prints_the_instances_calls_newest_first(stack: Any, host: WakeHost) -> None:
+    # given an instance whose host failed once, then answered
+    host.script(503)
+    token = admin(stack, "accounts", "mint", "--label", "show-history").stdout.splitlines()[0]
+    auth = {"Authorization": f"Bearer {token}"}
+    instance_token = mint(TokenKind.INSTANCE)
+    posted = requests.post(
+        f"{stack.url}/wakeup/instances", json={"url": host.url, "token": instance_token}, headers=auth, timeout=10
+    )
+    instance_id = posted.json()["id"]
+    woken = requests.put(
+        f"{stack.url}/wakeup/wake",
+        json={"at": "2020-01-01T00:00:00Z"},
+        headers={"Authorization": f"Bearer {instance_token}"},
+        timeout=10,
+    )
+    assert woken.status_code == 204
+
+    def called() -> bool:
+        reply = requests.get(f"{stack.url}/wakeup/instances/{instance_id}", headers=auth, timeout=10)
+        return reply.json()["calledAt"] is not None
+
+    wait_until(called, timeout=20, message="the wake called")
+    # when the operator shows it
+    shown = admin(stack, "instances", "show", instance_id)
+    # then its history is there, newest first
+    assert shown.returncode == 0, shown.stderr
+    history = json.loads(shown.stdout)["history"]
+    assert [(call["attempt"], call["status"], call["error"]) for call in history] == [
+        (2, 200, None),
+        (1, 503, "HTTP 503"),
+    ]
 
 
 def test_a_missing_table_is_a_usage_error(stack: Any) -> None:
