@@ -46,6 +46,9 @@ DEFAULT_RUNTIME = "python3.13"
 # (`WAKEUP_SQS_HORIZON_S=5 make run`). Variables of the local stack itself are not passed on.
 OVERRIDABLE_PREFIX = "WAKEUP_"
 LOCAL_ONLY_PREFIX = "WAKEUP_LOCAL_"
+# What the stack prints and the clients read, often still exported in the shell that starts the
+# stack again: a person's credentials, never a function's settings, so never handed to one.
+CLIENT_VARIABLES = frozenset({"WAKEUP_URL", "WAKEUP_ACCOUNT_TOKEN", "WAKEUP_TOKEN", "WAKEUP_SIGNING_SECRET"})
 
 # The local stack's own settings for the environments.
 CONCURRENCY_ENV = "WAKEUP_LOCAL_CONCURRENCY"
@@ -334,7 +337,7 @@ def _environment(
             raise TemplateError(f"{logical_id}: the variable {key} must resolve to a string")
         environment[key] = _env_string(resolved)
     for key, value in process_env.items():
-        if not key.startswith(OVERRIDABLE_PREFIX) or key.startswith(LOCAL_ONLY_PREFIX):
+        if not key.startswith(OVERRIDABLE_PREFIX) or key.startswith(LOCAL_ONLY_PREFIX) or key in CLIENT_VARIABLES:
             continue
         if key in declared and _names_a_resource(declared[key], template):
             if value != environment[key]:

@@ -39,6 +39,21 @@ def test_wakeup_settings_from_the_process_environment_win_but_not_over_the_stack
     assert "OTHER" not in environment
 
 
+def test_the_lines_the_stack_prints_never_reach_a_function_from_a_shell_that_still_has_them() -> None:
+    # given the shell that starts the stack again still exports what the last one printed
+    printed = {
+        "WAKEUP_URL": "http://127.0.0.1:3000",
+        "WAKEUP_ACCOUNT_TOKEN": "swa_" + "a" * 43,
+        "WAKEUP_TOKEN": "swi_" + "b" * 43,
+        "WAKEUP_SIGNING_SECRET": "whsec_" + "c" * 32,
+    }
+    # when / then: no function's environment holds a person's credentials
+    _, specs = specs_by_id({**printed, "WAKEUP_EXTRA_S": "7"})
+    for spec in specs.values():
+        assert not printed.keys() & spec.environment.keys(), spec.logical_id
+        assert spec.environment["WAKEUP_EXTRA_S"] == "7"
+
+
 def test_a_function_takes_the_globals_memory_and_timeout_and_the_name_it_is_given() -> None:
     _, specs = specs_by_id({})
     assert (specs["ApiFunction"].memory_mb, specs["ApiFunction"].timeout_s) == (256, 10.0)
