@@ -306,7 +306,9 @@ def far_wakes(host: Host, wakes: int, put_s: float, results: Results) -> None:
 
 def registration_at_size(host: Host, seed: int, requests: int, results: Results) -> None:
     """POST /wakeup/instances with `seed` instances already in the table: one client, then many."""
-    with running_stack(NO_SWEEPS, results, "registration at size") as (stack, api):
+    # The account's instance limit (10,000 by default) raised above the seeded table and the new ones.
+    limit = {"WAKEUP_MAX_INSTANCES_PER_ACCOUNT": str(seed + 10 * requests + 1_000)}
+    with running_stack({**NO_SWEEPS, **limit}, results, "registration at size") as (stack, api):
         warm_up(api, host)
         say(f"seeding {seed} instances ...")
         results.seeded_s = seed_instances(stack, seed)
