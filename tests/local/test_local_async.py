@@ -86,7 +86,8 @@ def test_a_failing_scheduled_invocation_is_retried_twice_then_lands_in_the_on_fa
 
 
 def test_an_event_past_its_maximum_age_is_given_up_before_its_next_attempt(stack: LocalStack) -> None:
-    # given a function whose events may be 90 (scaled) seconds old: the third attempt would come at 180
+    # given a function whose events may be 170 (scaled) seconds old: the second attempt comes at 60
+    # and a first run (a cold start's slack), the third would come at 180 and more
     schedule_now(stack, "AgingFunction", {"aged": True})
     # when it has failed twice
     [record] = wait_until(lambda: records_in(stack, "AgedEventsQueue"), timeout=30, message="the aged record")

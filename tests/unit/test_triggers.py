@@ -48,13 +48,16 @@ def stubbed(client: Any) -> Iterator[Stubber]:
         stub.assert_no_pending_responses()
 
 
-def test_a_wake_within_the_horizon_goes_to_sqs_delayed_to_just_before_it(settings: Settings) -> None:
+def test_a_wake_within_the_horizon_goes_to_sqs_delayed_to_a_second_and_a_fraction_before_it(
+    settings: Settings,
+) -> None:
+    # 120.9 s away: delayed 119 s, it arrives 1.9 s early, time enough to claim at a busy second
     sqs, scheduler = clients()
     with stubbed(sqs) as stub:
         stub.add_response(
             "send_message",
             {"MessageId": "m"},
-            {"QueueUrl": settings.queue_url, "MessageBody": ANY, "DelaySeconds": 120},
+            {"QueueUrl": settings.queue_url, "MessageBody": ANY, "DelaySeconds": 119},
         )
         armed = Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, NOW + timedelta(seconds=120.9), NOW)
     assert armed is Armed.QUEUE
@@ -160,7 +163,7 @@ def test_the_sqs_delay_counts_from_the_moment_of_sending(settings: Settings) -> 
     sqs, scheduler = clients()
     sent_at = NOW + timedelta(seconds=1.5)
     with stubbed(sqs) as stub:
-        stub.add_response("send_message", {"MessageId": "m"}, {"QueueUrl": ANY, "MessageBody": ANY, "DelaySeconds": 8})
+        stub.add_response("send_message", {"MessageId": "m"}, {"QueueUrl": ANY, "MessageBody": ANY, "DelaySeconds": 7})
         # when it arms a wake 10 s after the request began
         Triggers(settings, sqs, scheduler, clock=lambda: sent_at).arm(TRIGGER, NOW + timedelta(seconds=10), NOW)
-    # then the message is delayed by the 8.5 s left (whole seconds, never past the time)
+    # then the message is delayed by the 8.5 s left, less the lead (whole seconds, never past the time)

@@ -43,12 +43,12 @@ from wakeup.settings import Settings
 from wakeup.signing import SigningKeys, WakeId, signed_headers
 from wakeup.store import Store
 from wakeup.times import epoch_ms
-from wakeup.triggers import Triggers
+from wakeup.triggers import QUEUE_LEAD_S, Triggers
 from wakeup.wakes import trigger_for
 
 # A trigger arriving more than this before its time is armed again rather than waited for here;
-# SQS delays are whole seconds, so one armed for a time arrives up to a second early.
-EARLY_REARM_S = 1.0
+# one armed through SQS arrives up to QUEUE_LEAD_S and a second early (delays are whole seconds).
+EARLY_REARM_S = float(QUEUE_LEAD_S + 1)
 
 
 class Source(StrEnum):

@@ -21,6 +21,10 @@ from wakeup.settings import SQS_MAX_DELAY_S, Settings
 # A schedule's time must be safely in the future when it is created: AWS refuses `at()` in the
 # past, and one a moment away could pass before the request lands.
 SCHEDULE_SAFETY_S = 2
+# A message arrives this many whole seconds (and a fraction) before its time, not just the fraction
+# that whole-second delays leave: at a busy second, receiving it, invoking the caller and claiming
+# the registration all happen before the time, which the caller then waits out.
+QUEUE_LEAD_S = 1
 # Scheduler's own retries of a failed invocation, and for how long, before its dead-letter queue.
 SCHEDULE_RETRY = {"MaximumRetryAttempts": 10, "MaximumEventAgeInSeconds": 3600}
 
@@ -80,8 +84,8 @@ class Triggers:
         return way
 
     def send(self, trigger: Trigger, delay_s: float) -> None:
-        """An SQS message delayed by whole seconds, so it arrives up to a second before its time."""
-        delay = min(max(math.floor(delay_s), 0), SQS_MAX_DELAY_S)
+        """An SQS message delayed by whole seconds, so it arrives one to two seconds before its time."""
+        delay = min(max(math.floor(delay_s) - QUEUE_LEAD_S, 0), SQS_MAX_DELAY_S)
         self.sqs.send_message(QueueUrl=self.settings.queue_url, MessageBody=message_body(trigger), DelaySeconds=delay)
 
     def schedule(self, trigger: Trigger, fire_at: datetime) -> None:
