@@ -57,8 +57,7 @@ def _deliver_batch(event: dict[str, Any], context: LambdaContext) -> PartialItem
         publish(delivery)  # back in the event loop's thread
         return delivery.result.value
 
-    # A processor per invocation: it holds the batch's state, and the local stack runs several
-    # invocations of this module at once.
+    # A processor per invocation: it holds the batch's state.
     processor = AsyncBatchProcessor(event_type=EventType.SQS)
     with threads:
         return async_process_partial_response(
