@@ -113,10 +113,15 @@ def test_a_refused_connection_shows_as_such(instances: Instances) -> None:
     assert failing["lastError"] == "connection refused"
 
 
+# The wakes replaced, deleted or moved below are 4 s ahead: a near wake's message comes one to two
+# seconds early and its registration is claimed then, and a registration replaced after its claim
+# may still be called once (DESIGN section 1), which these tests are not about.
+
+
 def test_only_the_newest_of_replaced_wakes_is_called_once(instances: Instances, host: WakeHost) -> None:
     instance_id, token = instances.new(host.url)
-    instances.wake(token, iso(time.time() + 2))
-    newest = iso(time.time() + 4)
+    instances.wake(token, iso(time.time() + 4))
+    newest = iso(time.time() + 6)
     instances.wake(token, newest)
 
     [call] = host.wait_for_calls(1, timeout=10)
@@ -127,29 +132,29 @@ def test_only_the_newest_of_replaced_wakes_is_called_once(instances: Instances, 
 
 def test_a_wake_replaced_by_one_days_away_is_not_called(instances: Instances, host: WakeHost) -> None:
     _, token = instances.new(host.url)
-    instances.wake(token, iso(time.time() + 2))
+    instances.wake(token, iso(time.time() + 4))
     instances.wake(token, iso(time.time() + 3 * 86400))
 
-    host.assert_no_calls_beyond(0, during=2 + QUIET_S)
+    host.assert_no_calls_beyond(0, during=4 + QUIET_S)
 
 
 def test_a_deleted_instance_is_not_called(instances: Instances, host: WakeHost, api: Api) -> None:
     instance_id, token = instances.new(host.url)
-    instances.wake(token, iso(time.time() + 2))
+    instances.wake(token, iso(time.time() + 4))
 
     assert api.delete(f"/wakeup/instances/{instance_id}").status_code == 204
 
-    host.assert_no_calls_beyond(0, during=2 + QUIET_S)
+    host.assert_no_calls_beyond(0, during=4 + QUIET_S)
 
 
 def test_a_moved_instance_is_called_at_neither_url(instances: Instances, host: WakeHost, api: Api) -> None:
     instance_id, token = instances.new(host.url_for("old"))
-    instances.wake(token, iso(time.time() + 2))
+    instances.wake(token, iso(time.time() + 4))
 
     moved = api.register(host.url_for("new"), token)
 
     assert moved.status_code == 200 and moved.json() == {"id": instance_id}
-    host.assert_no_calls_beyond(0, during=2 + QUIET_S)
+    host.assert_no_calls_beyond(0, during=4 + QUIET_S)
     assert instances.get(instance_id)["at"] is None
 
 
