@@ -268,12 +268,7 @@ class SqsPoller:
             # while waiting.
             if not concurrency.acquire(timeout=self._poll_interval_s):
                 continue
-            try:
-                messages = self._receive(source)
-            except Exception:
-                # The mapping keeps polling whatever happened, as Lambda's does.
-                log.exception("receiving from %s failed", source.queue.name)
-                messages = []
+            messages = self._receive_or_nothing(source)
             if not messages:
                 concurrency.release(worked=False)
                 concurrency.queue_empty()
@@ -281,6 +276,14 @@ class SqsPoller:
                 continue
             concurrency.messages_remain(len(messages))
             pool.submit(self._work, source, messages, concurrency)
+
+    def _receive_or_nothing(self, source: SqsEventSource) -> list[MessageTypeDef]:
+        try:
+            return self._receive(source)
+        except Exception:
+            # The mapping keeps polling whatever happened, as Lambda's does.
+            log.exception("receiving from %s failed", source.queue.name)
+            return []
 
     def _receive(self, source: SqsEventSource) -> list[MessageTypeDef]:
         """A batch: what the queue holds now, up to the batch size; with a batching window, what
@@ -315,11 +318,7 @@ class SqsPoller:
                 self._invoke(source, messages)
                 if self._stopping.is_set():
                     return
-                try:
-                    messages = self._receive(source)
-                except Exception:
-                    log.exception("receiving from %s failed", source.queue.name)
-                    messages = []
+                messages = self._receive_or_nothing(source)
                 if not messages:
                     found_empty = True
                     return

@@ -125,6 +125,15 @@ def _instance(item: Item) -> Instance:
     )
 
 
+def _refused_item(exc: ClientError) -> Item | None:
+    """The item as it stood when a write's condition refused it (asked for with
+    `ReturnValuesOnConditionCheckFailure`); any other error is raised again."""
+    if not _condition_failed(exc):
+        raise exc
+    item = exc.response.get("Item")
+    return _load(item) if isinstance(item, dict) else None
+
+
 def _condition_failed(exc: ClientError) -> bool:
     return aws.error_code(exc) == "ConditionalCheckFailedException"
 
@@ -602,10 +611,7 @@ class Store:
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 )
             except ClientError as exc:
-                if not _condition_failed(exc):
-                    raise
-                item = exc.response.get("Item")
-                current = _load(item) if isinstance(item, dict) else None
+                current = _refused_item(exc)
                 if current is None or "revoked_at" in current or limit is None or window is None:
                     return None
                 if int(current.get("wake_window", -1)) >= window:
@@ -647,10 +653,7 @@ class Store:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
-            if not _condition_failed(exc):
-                raise
-            item = exc.response.get("Item")
-            current = _load(item) if isinstance(item, dict) else None
+            current = _refused_item(exc)
             # This very write, applied before its reply was lost, or someone else's first.
             applied = current is not None and current.get("write_id") == write_id
             return Written(applied=applied, item=current)
