@@ -100,6 +100,8 @@ def test_a_handler_past_its_timeout_is_a_500_and_the_next_request_gets_a_fresh_e
     assert (reply.status_code, reply.json()) == (500, {"message": "Internal Server Error"})
     assert 1.0 <= elapsed < 4.0
     assert not running(warm["pid"])
+    # Lambda's lines come through the environment's pipe, so after the reply
+    wait_until(lambda: len(reports(log, "EnvFunction")) == 2, message="the timed-out invocation's REPORT")
     text = log.getvalue()
     assert "Task timed out after 1.00 seconds" in text
     timed_out = reports(log, "EnvFunction")[-1]
@@ -107,6 +109,7 @@ def test_a_handler_past_its_timeout_is_a_500_and_the_next_request_gets_a_fresh_e
     # and the next request is served by a new environment: another process, a cold start
     fresh = get(stack, "/env")
     assert fresh["pid"] != warm["pid"] and fresh["init_at"] > warm["init_at"]
+    wait_until(lambda: len(reports(log, "EnvFunction")) == 3, message="the fresh invocation's REPORT")
     assert reports(log, "EnvFunction")[-1].init_duration_ms is not None
 
 
@@ -139,6 +142,8 @@ def test_report_lines_follow_each_invocation_with_lambdas_fields(start_stack: St
     stack = start_stack(function_log=log)
     for _ in range(3):
         get(stack, "/env")
+    # the last REPORT comes through the environment's pipe, after the reply
+    wait_until(lambda: len(reports(log, "EnvFunction")) == 3, message="three REPORT lines")
     lines = [line for line in log.getvalue().splitlines() if line.startswith("[EnvFunction] ")]
     platform = [line.split(" ", 2)[1] for line in lines if line.split(" ", 2)[1] in ("START", "END", "REPORT")]
     assert platform == ["START", "END", "REPORT"] * 3
