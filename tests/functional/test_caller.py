@@ -4,7 +4,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import ModuleType
 from typing import Any
 
@@ -25,8 +25,10 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from wakeup import __version__
 from wakeup.accounts import signing_secret
 from wakeup.addresses import REFUSED_CALL
+from wakeup.delivery import Caller, Result, Source
 from wakeup.model import Trigger
 from wakeup.observability import logger
+from wakeup.store import ClaimAttempt, Store
 from wakeup.times import epoch_ms, now
 
 pytestmark = pytest.mark.usefixtures("metrics_namespace")
@@ -262,6 +264,30 @@ def test_two_copies_in_one_batch_call_once_and_look_again_after_the_lease(env: D
 
 
 # -- timing -------------------------------------------------------------------------------------
+
+
+def test_a_copy_refused_after_a_slow_claim_write_looks_again_when_the_lease_ends(
+    env: Deployed, wake_host: Host
+) -> None:
+    clock = [now()]
+    trigger = env.new_wake(env.new_instance(wake_host.url), clock[0])
+
+    class SlowClaims(Store):
+        """The claim write takes 3 s, and another call claims the wake meanwhile."""
+
+        def claim_if_due(self, trigger: Trigger, now_ms: int, due_by: datetime, lease_ms: int) -> ClaimAttempt:
+            clock[0] += timedelta(seconds=3)
+            assert super().claim_if_due(trigger, epoch_ms(clock[0]), due_by, lease_ms).claimed
+            return super().claim_if_due(trigger, now_ms, due_by, lease_ms)
+
+    store = SlowClaims(env.settings.table, env.store.client)
+    caller = Caller(store, env.triggers, env.settings, clock=lambda: clock[0])
+    assert caller.deliver(trigger, Source.QUEUE).result is Result.BUSY
+    # then it looks again when the other call's lease ends, not 3 s after that
+    [(resent, delay)] = env.triggers.sent
+    assert resent == trigger
+    assert delay == env.settings.claim_lease_s + 2  # the lease runs from the call, up to 2 s after the claim
+    assert not wake_host.calls
 
 
 def test_an_early_trigger_is_armed_again_for_its_time(env: Deployed, caller: ModuleType, wake_host: Host) -> None:

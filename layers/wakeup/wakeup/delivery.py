@@ -139,7 +139,9 @@ class Caller:
         if instance is None or not _stands(instance, trigger) or instance.due is None:
             return self._drop(trigger, source, instance)
         if not attempt.claimed:
-            return self._refused(trigger, instance, now)
+            # Measured from now, not from before the write: a slow write may have let the claim
+            # that refused it start after our `now`, and its lease would then look longer.
+            return self._refused(trigger, instance, self.clock())
         # The keys before the wait: the sub-second left before the call's time covers their read.
         keys = self._signing_keys(instance, instance.due)
         self._wait_until(instance.due, now)
