@@ -231,6 +231,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ClientError, BotoCoreError) as exc:
         print(f"wakeup-admin: AWS refused or failed: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader went away (`wakeup-admin accounts list | head`): stop quietly, as Python's
+        # "Note on SIGPIPE" (the signal module's documentation) advises, so that the interpreter's
+        # last flush of stdout does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

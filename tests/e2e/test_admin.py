@@ -9,7 +9,7 @@ from typing import Any
 
 import requests
 
-from support.admin import ADMIN, admin
+from support.admin import ADMIN, admin, admin_env
 from support.admin import account_id as id_of_account
 from support.host import WakeHost
 from support.waiting import wait_until
@@ -160,6 +160,21 @@ def test_a_missing_table_is_a_usage_error(stack: Any) -> None:
     env = {k: v for k, v in os.environ.items() if k != "WAKEUP_TABLE"}
     result = subprocess.run([ADMIN, "accounts", "list"], env=env, capture_output=True, text=True, check=False)
     assert result.returncode == 2 and "WAKEUP_TABLE" in result.stderr
+
+
+def test_a_reader_that_goes_away_ends_the_listing_without_a_traceback(stack: Any) -> None:
+    admin(stack, "accounts", "mint", "--label", f"piped-{uuid.uuid4().hex[:8]}")
+    env = admin_env(stack)
+    # given a reader that closes the pipe before the listing is written (`... | head -0`)
+    with subprocess.Popen(
+        [ADMIN, "accounts", "list"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as lister:
+        assert lister.stdout is not None and lister.stderr is not None
+        lister.stdout.close()
+        errors = lister.stderr.read().decode()
+        code = lister.wait(timeout=60)
+    # then it stops with an error status, and says nothing
+    assert (code, errors) == (1, "")
 
 
 def test_revoking_an_unknown_account_fails_clearly(stack: Any) -> None:

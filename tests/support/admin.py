@@ -11,8 +11,9 @@ from typing import Any
 ADMIN = str(Path(sys.executable).with_name("wakeup-admin"))
 
 
-def admin(stack: Any, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
+def admin_env(stack: Any) -> dict[str, str]:
+    """The environment an operator of the local stack runs `wakeup-admin` in."""
+    return {
         **os.environ,
         "AWS_ENDPOINT_URL": stack.endpoint_url,
         "AWS_DEFAULT_REGION": stack.region,
@@ -21,7 +22,10 @@ def admin(stack: Any, *args: str) -> subprocess.CompletedProcess[str]:
         "WAKEUP_TABLE": stack.table_name,
         "WAKEUP_MASTER_KEY_SECRET": stack.master_key_secret,
     }
-    return subprocess.run([ADMIN, *args], env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def admin(stack: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([ADMIN, *args], env=admin_env(stack), capture_output=True, text=True, timeout=60, check=False)
 
 
 def account_id(stack: Any, label: str) -> str:
