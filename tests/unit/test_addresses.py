@@ -1,4 +1,5 @@
-"""The address policy: the default ranges refused on AWS, ranges allowed back, and IPv4-mapped IPv6."""
+"""The address policy: the default ranges refused on AWS, ranges allowed back, and IPv6 addresses
+that carry an IPv4 one (IPv4-mapped, NAT64)."""
 
 import pytest
 
@@ -32,13 +33,18 @@ DEFAULT = AddressPolicy.of(DEFAULT_DENIED_CIDRS)
         "::ffff:127.0.0.1",
         "::ffff:169.254.169.254",
         "::ffff:10.0.0.1",
+        "64:ff9b::a9fe:a9fe",  # 169.254.169.254 through NAT64
+        "64:ff9b::7f00:1",  # 127.0.0.1 through NAT64
+        "64:ff9b::10.0.0.1",
     ],
 )
 def test_the_default_refuses_internal_addresses(address: str) -> None:
     assert DEFAULT.refuses(address)
 
 
-@pytest.mark.parametrize("address", ["192.0.2.1", "198.51.100.7", "172.32.0.1", "2001:db8::1", "::ffff:192.0.2.1"])
+@pytest.mark.parametrize(
+    "address", ["192.0.2.1", "198.51.100.7", "172.32.0.1", "2001:db8::1", "::ffff:192.0.2.1", "64:ff9b::c000:201"]
+)
 def test_the_default_allows_other_addresses(address: str) -> None:
     assert not DEFAULT.refuses(address)
 

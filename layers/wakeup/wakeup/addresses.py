@@ -15,7 +15,9 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 # On AWS, by default: what is not the public internet. IPv4-mapped IPv6 addresses
-# (::ffff:10.0.0.1) are checked as the IPv4 address they carry.
+# (::ffff:10.0.0.1) and NAT64 ones (64:ff9b::a9fe:a9fe, which a NAT gateway translates to
+# 169.254.169.254: "DNS64 and NAT64" in the Amazon VPC user guide) are checked as the IPv4 address
+# they carry.
 DEFAULT_DENIED_CIDRS = ",".join(
     [
         "0.0.0.0/8",  # "this network", 0.0.0.0 unspecified
@@ -34,6 +36,8 @@ DEFAULT_DENIED_CIDRS = ",".join(
         "ff00::/8",  # multicast
     ]
 )
+# The well-known NAT64 prefix (RFC 6052): its last 32 bits are the IPv4 address reached.
+NAT64_PREFIX = ipaddress.IPv6Network("64:ff9b::/96")
 # Loopback, which the local stack allows: its hosts run on this machine.
 LOOPBACK_CIDRS = "127.0.0.0/8,::1/128"
 
@@ -71,9 +75,19 @@ class AddressPolicy:
     def refuses(self, address: str | Address) -> bool:
         ip = ipaddress.ip_address(address) if isinstance(address, str) else address
         if isinstance(ip, ipaddress.IPv6Address):
-            # fe80::1%eth0 is fe80::1 on some interface; ::ffff:10.0.0.1 is 10.0.0.1.
-            ip = ip.ipv4_mapped or ipaddress.IPv6Address(str(ip).partition("%")[0])
+            ip = _reached(ip)
         return _within(ip, self.denied) and not _within(ip, self.allowed)
+
+
+def _reached(ip: ipaddress.IPv6Address) -> Address:
+    """The address a connection to `ip` reaches: fe80::1%eth0 is fe80::1 on some interface,
+    ::ffff:10.0.0.1 is 10.0.0.1, and so is 64:ff9b::a00:1 through NAT64."""
+    ip = ipaddress.IPv6Address(str(ip).partition("%")[0])
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip in NAT64_PREFIX:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return ip
 
 
 def _within(ip: Address, networks: tuple[Network, ...]) -> bool:
