@@ -130,12 +130,15 @@ def lines(usage: Usage, memory: float) -> list[Line]:
     reads = usage.read_units
     if reads is None:
         reads = usage.requests.get("dynamodb:GetItem", 0) + 0.5 * usage.requests.get("dynamodb:Query", 0)
+    history = HISTORY_WRITE_UNITS * usage.requests.get(HISTORY_PUT, 0)
     writes = usage.write_units
     if writes is None:
         writes = capacity.units_per_instance_write() * sum(usage.requests.get(name, 0) for name in _WRITES)
+    else:
+        # Metered item by item, the units include the history's: priced on its own line below.
+        writes -= history
     sqs = sum(usage.requests.get(name, 0) for name in _SQS) + 2 * usage.sqs_batches
     secrets = usage.requests.get("secretsmanager:GetSecretValue", 0)
-    history = HISTORY_WRITE_UNITS * usage.requests.get(HISTORY_PUT, 0)
     invocations = sum(usage.invocations.values())
     gb_seconds = sum(usage.seconds.values()) * memory
     log_gb = (usage.log_bytes + LAMBDA_OWN_LOG_BYTES * invocations) / 1e9

@@ -1,7 +1,7 @@
 """An in-memory table with DynamoDB's conditional semantics, in the item shapes `wakeup.store` writes.
 
 `MemoryStore` is a `Store`: the caller, the triggers' users and the sweeper take it as they take the
-real one, and tests/contract/test_store_contract.py runs one suite of conditions against both. It
+real one, and tests/functional/test_store_contract.py runs one suite of conditions against both. It
 keeps the items as `Store` writes them (same attribute names and values), so that what each
 request costs is computed from DynamoDB's own rules (`wakeup_sim.capacity`), and asks its `Io`
 for the time each request takes and whether DynamoDB's throughput admits it.
@@ -9,9 +9,10 @@ for the time each request takes and whether DynamoDB's throughput admits it.
 
 import copy
 import random
+import re
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -23,10 +24,12 @@ from wakeup.errors import ConflictError
 from wakeup.model import Account, Instance, Trigger
 from wakeup.store import (
     ACCOUNTS_LIST,
+    BATCH_GET_KEYS,
     ClaimAttempt,
     Registered,
     Store,
     _account_key,
+    _dump,
     _instance,
     _instance_key,
     _token_key,
@@ -71,8 +74,9 @@ class Io:
 
 
 class _MemoryClient:
-    """The client requests that code beside `Store` makes with `store.client` (the call history's
-    `PutItem`); any other raises, so a new one is seen at once."""
+    """The client requests `Store` makes with `store.client` outside the writes `MemoryStore` has
+    as methods: an index's query, reads by key (`BatchGetItem`), the call history's `PutItem`, and
+    a `DeleteItem`; any other raises, so a new one is seen at once."""
 
     def __init__(self, store: "MemoryStore") -> None:
         self._store = store
@@ -81,6 +85,22 @@ class _MemoryClient:
         item = {name: _deserializer.deserialize(value) for name, value in Item.items()}
         self._store._write(str(item["pk"]), lambda _: item, operation="PutItem")
         return {}
+
+    def delete_item(self, TableName: str, Key: dict[str, Any]) -> dict[str, Any]:  # noqa: N803
+        self._store._write(str(_deserializer.deserialize(Key["pk"])), lambda _: None, operation="DeleteItem")
+        return {}
+
+    def query(self, **request: Any) -> dict[str, Any]:
+        return self._store._query(request)
+
+    def batch_get_item(self, RequestItems: dict[str, Any]) -> dict[str, Any]:  # noqa: N803
+        ((table, request),) = RequestItems.items()
+        pks = [str(_deserializer.deserialize(key["pk"])) for key in request["Keys"]]
+        if len(pks) > BATCH_GET_KEYS or len(set(pks)) != len(pks):
+            # As DynamoDB: at most 100 keys, none twice (BatchGetItem, DynamoDB API reference).
+            raise ClientError({"Error": {"Code": "ValidationException", "Message": "bad keys"}}, "BatchGetItem")
+        items = self._store._read_many(pks, consistent=bool(request.get("ConsistentRead", False)))
+        return {"Responses": {table: [_dump(item) for item in items]}, "UnprocessedKeys": {}}
 
     def __getattr__(self, name: str) -> Any:
         raise NotImplementedError(f"MemoryStore does not implement the request behind {name}")
@@ -119,6 +139,59 @@ class MemoryStore(Store):
             self.metered.throttled += 1
             self.io.backoff(attempt + 1)
         raise self._throttled(operation)
+
+    def _read_many(self, pks: list[str], consistent: bool) -> list[Item]:
+        """One BatchGetItem: each item costs its own read units, a missing one the least (DynamoDB
+        read and write operations); all admitted or the request throttled, never a part."""
+        for attempt in range(MAX_ATTEMPTS):
+            self.io.request("BatchGetItem")
+            found = [self.items[pk] for pk in pks if pk in self.items]
+            units = sum(read_units(item_size(self.items.get(pk) or {}), consistent) for pk in pks)
+            if self.io.admit(units, 0, []):
+                self.metered.requests["dynamodb:BatchGetItem"] += 1
+                self.metered.read_units += units
+                return [copy.copy(item) for item in found]
+            self.metered.throttled += 1
+            self.io.backoff(attempt + 1)
+        raise self._throttled("BatchGetItem")
+
+    def _query(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A Query of an index, as DynamoDB answers it: the entries in the index's order, each with
+        only what the index projects (`KEYS_ONLY`: its keys and the table's), at most `Limit`, with
+        `LastEvaluatedKey` when the limit stopped it; eventually consistent read units for the
+        entries' size. Only the key conditions `Store` writes are understood."""
+        index = next(i for i in self.indexes if i.name == request["IndexName"])
+        values = {k: _deserializer.deserialize(v) for k, v in request["ExpressionAttributeValues"].items()}
+        hash_key, range_key = index.keys
+        condition = re.fullmatch(
+            rf"{hash_key} = (:\w+)(?: AND {range_key} < (:\w+))?", request["KeyConditionExpression"]
+        )
+        if condition is None:
+            raise NotImplementedError(f"MemoryStore does not query {request['KeyConditionExpression']!r}")
+        partition, below = values[condition[1]], values[condition[2]] if condition[2] else None
+        if hash_key == "pending_shard":  # the sweeper's index, kept apart for its every-minute queries
+            pks: Iterable[str] = (pk for pk in self._pending.get(str(partition), {}) if pk in self.items)
+        else:
+            pks = (pk for pk, item in self.items.items() if item.get(hash_key) == partition)
+        entries = sorted(
+            (str(self.items[pk][range_key]), pk)
+            for pk in pks
+            if index.holds(self.items[pk]) and (below is None or self.items[pk][range_key] < below)
+        )
+        start = request.get("ExclusiveStartKey")
+        if start is not None:
+            after = (str(_deserializer.deserialize(start[range_key])), str(_deserializer.deserialize(start["pk"])))
+            entries = [entry for entry in entries if entry > after]
+        limit = request.get("Limit")
+        page = entries[:limit] if limit is not None else entries
+        projected = [index.entry(self.items[pk]) for _, pk in page]
+        self.io.request("Query")
+        self.metered.requests["dynamodb:Query"] += 1
+        self.metered.read_units += read_units(sum(item_size(entry) for entry in projected), consistent=False)
+        answer: dict[str, Any] = {"Items": [_dump(entry) for entry in projected], "Count": len(projected)}
+        if limit is not None and len(page) == limit and page:
+            answer["LastEvaluatedKey"] = _dump({k: v for k, v in projected[-1].items() if k in (*index.keys, "pk")})
+        return answer
 
     def _write(
         self, pk: str, change: Callable[[Item | None], Item | None], operation: str = "UpdateItem"
@@ -175,18 +248,6 @@ class MemoryStore(Store):
 
     def _get(self, pk: str) -> Item | None:
         return self._read(pk)
-
-    def overdue(self, shard: int, before: datetime) -> list[Instance]:
-        """As a Query of one pending-wakes shard: read units for the entries it returns."""
-        limit = format_time(before)
-        found = sorted(
-            (due, pk) for pk, due in self._pending.get(str(shard), {}).items() if due < limit and pk in self.items
-        )
-        self.io.request("Query")
-        self.metered.requests["dynamodb:Query"] += 1
-        size = sum(item_size(self.items[pk]) for _, pk in found)
-        self.metered.read_units += read_units(size, consistent=False)
-        return [_instance(self.items[pk]) for _, pk in found]
 
     # -- accounts and instances (what a scenario needs to set up its hosts) ---------------------
 

@@ -3,18 +3,24 @@
 The simulator (sim/wakeup_sim) drives the caller and the sweeper on an in-memory table; its figures
 mean something only while that table keeps DynamoDB's conditions as `Store` writes them. Every test
 here runs twice, once per implementation, and asserts the same outcome.
+
+Both indexes project keys only (template.yaml), so `Store` reads the items a query finds by key.
+`MemoryStore` answers a query with what the index projects, as DynamoDB does (and as moto does:
+moto 5 honours `KEYS_ONLY` too), so a reader that took the index's entries for the items would fail
+here on both: the listings below check the attributes only the items hold.
 """
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import pytest
 from moto_env import Deployed
 
+from wakeup.errors import UnavailableError
 from wakeup.model import Trigger
-from wakeup.store import Store, pending_shard
+from wakeup.store import BY_ACCOUNT, PENDING_WAKES, Store, _dump, _instance_key, pending_shard
 from wakeup.times import epoch_ms, now
 from wakeup.tokens import hash_token
 from wakeup_local.template import Resolver, load_template
@@ -36,6 +42,19 @@ class Table:
     def instance(self) -> str:
         account = self.store.create_account("contract", uuid.uuid4().hex, now())
         return self.store.register_instance(account.id, "http://host.example", uuid.uuid4().hex, now()).instance.id
+
+    def account_with(self, count: int) -> tuple[str, list[str]]:
+        """A new account and `count` instances of it, in the order listings give (oldest first)."""
+        account = self.store.create_account("contract", uuid.uuid4().hex, now())
+        made = [
+            self.store.register_instance(account.id, f"http://h{n}.example", uuid.uuid4().hex, now()).instance
+            for n in range(count)
+        ]
+        return account.id, [i.id for i in sorted(made, key=lambda i: (whole_ms(i.created_at), i.id))]
+
+    def delete_item(self, instance_id: str) -> None:
+        """The instance's item deleted, as by a request racing a reader."""
+        self.store.client.delete_item(TableName=self.store.table, Key=_dump({"pk": _instance_key(instance_id)}))
 
     def wake(self, instance_id: str, at: datetime) -> Trigger:
         reg = uuid.uuid4().hex
@@ -180,3 +199,162 @@ def test_an_instance_token_names_its_instance(table: Table) -> None:
     owner = table.store.owner_of(token_hash)
     assert owner is not None and owner.instance_id == instance_id and owner.account_id == account.id
     assert table.store.owner_of(hash_token(f"swi_{uuid.uuid4().hex}{uuid.uuid4().hex}")) is None
+
+
+class _Racing:
+    """The store's client, with `then` done once right after the first query's answer: a write that
+    lands between a reader's query of an index and its read of the items by key."""
+
+    def __init__(self, client: object, then: Callable[[], None]) -> None:
+        self._client, self._then = client, then
+        self.done = False
+
+    def query(self, **request: object) -> object:
+        answer = self._client.query(**request)  # type: ignore[attr-defined]
+        if not self.done:
+            self.done = True
+            self._then()
+        return answer
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._client, name)
+
+
+@pytest.fixture
+def client_swap(table: Table) -> Iterator[Callable[..., None]]:
+    """Gives the table's store another client (and sleep) for the test; the old ones back after."""
+    original = table.store.client, table.store.sleep
+
+    def swap(client: object, sleep: Callable[[float], None] | None = None) -> None:
+        table.store.client = client
+        table.store.sleep = sleep or original[1]
+
+    yield swap
+    table.store.client, table.store.sleep = original
+
+
+def test_the_indexes_hold_keys_only(table: Table) -> None:
+    account_id, [instance_id] = table.account_with(1)
+    table.wake(instance_id, now() - timedelta(minutes=5))
+    listing = table.store.client.query(
+        TableName=table.store.table,
+        IndexName=BY_ACCOUNT,
+        KeyConditionExpression="list_pk = :p",
+        ExpressionAttributeValues=_dump({":p": f"ACCOUNT#{account_id}"}),
+    )["Items"]
+    pending = table.store.client.query(
+        TableName=table.store.table,
+        IndexName=PENDING_WAKES,
+        KeyConditionExpression="pending_shard = :s",
+        ExpressionAttributeValues=_dump({":s": pending_shard(instance_id)}),
+    )["Items"]
+    assert [set(entry) for entry in listing] == [{"pk", "list_pk", "list_sk"}]
+    assert {"pk", "pending_shard", "pending_due"} in [set(entry) for entry in pending]
+    assert all(set(entry) == {"pk", "pending_shard", "pending_due"} for entry in pending)
+
+
+def test_a_listing_pages_the_accounts_instances_oldest_first_each_read_whole(table: Table) -> None:
+    account_id, made = table.account_with(5)
+    at = whole_ms(now() + timedelta(hours=1))
+    table.wake(made[0], at)
+    pages, cursor = [], None
+    while True:
+        page = table.store.list_instances(account_id, 2, cursor)
+        pages.append(page.instances)
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert [len(p) for p in pages] == [2, 2, 1]
+    listed = [i for p in pages for i in p]
+    assert [i.id for i in listed] == made == [i.id for i in table.store.all_instances(account_id)]
+    # The URL and the wake are the item's, not the index's (keys only): read by key.
+    assert [i.url for i in listed] == [table.store.get_instance(i).url for i in made]  # type: ignore[union-attr]
+    assert listed[0].due == at and listed[0].reg is not None
+
+
+def test_a_page_of_exactly_the_last_instances_says_there_is_no_next(table: Table) -> None:
+    account_id, made = table.account_with(2)
+    page = table.store.list_instances(account_id, 2, None)
+    assert [i.id for i in page.instances] == made and page.next_cursor is None
+
+
+def test_an_instance_deleted_between_a_listings_query_and_its_read_is_left_out(
+    table: Table, client_swap: Callable[..., None]
+) -> None:
+    account_id, made = table.account_with(3)
+    # when the page's last instance goes while the page is read
+    race = _Racing(table.store.client, lambda: table.delete_item(made[1]))
+    client_swap(race)
+    page = table.store.list_instances(account_id, 2, None)
+    # then the page holds the rest, and its cursor still leads past the one that went
+    assert race.done and [i.id for i in page.instances] == [made[0]] and page.next_cursor is not None
+    rest = table.store.list_instances(account_id, 2, page.next_cursor)
+    assert [i.id for i in rest.instances] == [made[2]] and rest.next_cursor is None
+
+
+def test_a_wake_called_between_the_sweepers_query_and_its_read_is_not_overdue(
+    table: Table, client_swap: Callable[..., None]
+) -> None:
+    instance_id = table.instance()
+    trigger = table.wake(instance_id, now() - timedelta(minutes=5))
+    shard = int(pending_shard(instance_id))
+    race = _Racing(table.store.client, lambda: table.store.record_success(trigger, now()))
+    client_swap(race)
+    listed = table.store.overdue(shard, now() - timedelta(seconds=1))
+    assert race.done and instance_id not in {i.id for i in listed}
+
+
+def test_a_wake_gone_between_the_sweepers_query_and_its_read_is_skipped(
+    table: Table, client_swap: Callable[..., None]
+) -> None:
+    gone, kept = table.instance(), table.instance()
+    while pending_shard(kept) != pending_shard(gone):
+        kept = table.instance()
+    for instance_id in (gone, kept):
+        table.wake(instance_id, now() - timedelta(minutes=5))
+    client_swap(_Racing(table.store.client, lambda: table.delete_item(gone)))
+    listed = {i.id for i in table.store.overdue(int(pending_shard(gone)), now() - timedelta(seconds=1))}
+    assert kept in listed and gone not in listed
+
+
+def test_items_are_read_by_key_in_the_order_asked_past_100_keys_leaving_out_missing_ones(table: Table) -> None:
+    prefix = f"TEST#{uuid.uuid4().hex}#"
+    present = [f"{prefix}{n:03d}" for n in range(0, 150, 2)]
+    for pk in present:
+        table.store.client.put_item(TableName=table.store.table, Item=_dump({"pk": pk, "n": int(pk[-3:])}))
+    asked = [f"{prefix}{n:03d}" for n in range(149, -1, -1)]  # 150 keys, half of them missing
+    assert [item["pk"] for item in table.store.read_items(asked)] == [pk for pk in asked if pk in present]
+
+
+class _Unprocessed:
+    """The store's client, answering BatchGetItem's first `times` requests with every key unprocessed,
+    as DynamoDB may when throttled ("BatchGetItem", DynamoDB API reference)."""
+
+    def __init__(self, client: object, times: int) -> None:
+        self._client, self.left = client, times
+
+    def batch_get_item(self, RequestItems: dict[str, dict[str, object]]) -> object:  # noqa: N803
+        if self.left:
+            self.left -= 1
+            return {"Responses": {}, "UnprocessedKeys": RequestItems}
+        return self._client.batch_get_item(RequestItems=RequestItems)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._client, name)
+
+
+def test_unprocessed_keys_are_asked_for_again_after_a_wait(table: Table, client_swap: Callable[..., None]) -> None:
+    account_id, made = table.account_with(2)
+    waits: list[float] = []
+    client_swap(_Unprocessed(table.store.client, 3), waits.append)
+    assert [i.id for i in table.store.all_instances(account_id)] == made
+    assert len(waits) == 3 and all(0 <= w <= 2.0 for w in waits)
+
+
+def test_keys_left_unprocessed_for_good_answer_unavailable(table: Table, client_swap: Callable[..., None]) -> None:
+    account_id, _ = table.account_with(1)
+    waits: list[float] = []
+    client_swap(_Unprocessed(table.store.client, 100), waits.append)
+    with pytest.raises(UnavailableError):
+        table.store.all_instances(account_id)
+    assert len(waits) == 7

@@ -47,7 +47,7 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:UpdateItem", repr(TABLE)),
         ("dynamodb:DeleteItem", repr(TABLE)),
         ("dynamodb:ConditionCheckItem", repr(TABLE)),
-        # An instance's history: its attempt items by key.
+        # Items by key: an instance's history, and what a keys-only listing finds.
         ("dynamodb:BatchGetItem", repr(TABLE)),
         ("dynamodb:Query", repr({"Fn::Sub": "${Table.Arn}/index/ByAccount"})),
         ("scheduler:DeleteSchedule", repr(SCHEDULES_OF_THE_GROUP)),
@@ -91,9 +91,11 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str]]] = {
         # The master key its signatures are derived from, and no other secret.
         ("secretsmanager:GetSecretValue", repr({"Ref": "SigningMasterKey"})),
     },
-    # Overdue wakes from the sparse index, postponed (Update) and re-armed for now: through SQS.
+    # Overdue wakes from the sparse index (keys only, then their items by key), postponed (Update)
+    # and re-armed for now: through SQS.
     "SweeperFunction": {
         ("dynamodb:Query", repr({"Fn::Sub": "${Table.Arn}/index/PendingWakes"})),
+        ("dynamodb:BatchGetItem", repr(TABLE)),
         ("dynamodb:UpdateItem", repr(TABLE)),
         ("sqs:SendMessage", repr(CALLER_QUEUE)),
     },

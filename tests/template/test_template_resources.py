@@ -313,8 +313,8 @@ def test_table_key_and_indexes_are_those_of_the_architecture(template: dict[str,
         "pending_due": "S",
     }
     assert indexes == {
-        "ByAccount": ([("list_pk", "HASH"), ("list_sk", "RANGE")], "ALL"),
-        "PendingWakes": ([("pending_shard", "HASH"), ("pending_due", "RANGE")], "ALL"),
+        "ByAccount": ([("list_pk", "HASH"), ("list_sk", "RANGE")], "KEYS_ONLY"),
+        "PendingWakes": ([("pending_shard", "HASH"), ("pending_due", "RANGE")], "KEYS_ONLY"),
     }
 
 

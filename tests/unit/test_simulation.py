@@ -53,9 +53,22 @@ def test_the_simulator_prices_a_wake_with_the_benchs_cost_model() -> None:
     usage = report.usage(outcome)
     # Three instance writes per near wake (registration, claim, outcome), units as bench counts them,
     # and the call's history item (under 1 KB: one unit).
+    from bench import cost
     from wakeup_sim.capacity import units_per_instance_write
 
     assert usage.requests["dynamodb:PutItem"] == pytest.approx(1.0, rel=0.05)
     expected = 3 * units_per_instance_write() + usage.requests["dynamodb:PutItem"]
     assert usage.write_units == pytest.approx(expected, rel=0.05)
+    # Each metered unit priced once: the instance writes' line and the history's add up to them.
+    priced = {line.item: line.quantity for line in cost.lines(usage, 1.0)}
+    assert priced["DynamoDB writes"] + priced["Attempt history (DynamoDB writes)"] == pytest.approx(usage.write_units)
+    assert priced["DynamoDB writes"] == pytest.approx(3 * units_per_instance_write(), rel=0.05)
     assert report.usd_per_million(outcome) > 0
+
+
+def test_a_near_wakes_instance_writes_cost_what_keys_only_indexes_charge() -> None:
+    # The table's unit for each of the registration, the claim and the outcome, and the
+    # PendingWakes entry the registration puts and the outcome deletes: nothing in ByAccount.
+    from wakeup_sim.capacity import units_per_instance_write
+
+    assert units_per_instance_write() == pytest.approx(5 / 3)

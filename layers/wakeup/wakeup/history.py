@@ -22,7 +22,7 @@ from typing import Any
 
 from wakeup.errors import BadRequestError
 from wakeup.model import Instance
-from wakeup.store import Store, _dump, _load
+from wakeup.store import Store, _dump
 from wakeup.times import format_time, parse_stored
 
 HISTORY_SIZE = 100
@@ -130,17 +130,6 @@ def page(store: Store, instance: Instance, limit: int, cursor: str | None, now: 
 
 def _read(store: Store, instance_id: str, seqs: list[int]) -> list[Attempt]:
     """The attempt items in the slots of `seqs` (at most 100: one BatchGetItem, and its leftovers)."""
-    if not seqs:
-        return []
-    keys = [_dump({"pk": _key(instance_id, seq)}) for seq in seqs]
-    request: dict[str, Any] = {store.table: {"Keys": keys, "ConsistentRead": True}}
-    items: list[dict[str, Any]] = []
-    # DynamoDB may leave keys unprocessed (throttling, 16 MB); they are asked for again.
-    for _ in range(10):
-        answer = store.client.batch_get_item(RequestItems=request)
-        items.extend(_load(item) for item in answer.get("Responses", {}).get(store.table, []))
-        request = answer.get("UnprocessedKeys") or {}
-        if not request:
-            break
+    items = store.read_items([_key(instance_id, seq) for seq in seqs], consistent=True)
     wanted = set(seqs)
     return [attempt for attempt in map(_attempt, items) if attempt.seq in wanted]

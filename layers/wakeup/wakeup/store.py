@@ -11,7 +11,7 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -38,6 +38,11 @@ PENDING_SHARDS = 16
 ACCOUNTS_LIST = "ACCOUNTS"
 BY_ACCOUNT = "ByAccount"
 PENDING_WAKES = "PendingWakes"
+# BatchGetItem's most keys a request; how often its unprocessed keys are asked for, and the longest
+# wait between two asks.
+BATCH_GET_KEYS = 100
+_UNPROCESSED_ATTEMPTS = 8
+_UNPROCESSED_BACKOFF_CAP_S = 2.0
 
 # What a registration is made of; a move or a new registration clears all of it.
 _REGISTRATION_FIELDS = ("#at", "reg", "called_at", "last_error", "claim_until", "pending_shard", "pending_due")
@@ -198,9 +203,10 @@ class Page:
 class Store:
     """The table, through one DynamoDB client (given, or made from the environment)."""
 
-    def __init__(self, table: str, client: Any = None) -> None:
+    def __init__(self, table: str, client: Any = None, sleep: Callable[[float], None] = time.sleep) -> None:
         self.table = table
         self.client = client or aws.client("dynamodb")
+        self.sleep = sleep
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -234,32 +240,68 @@ class Store:
         )
         return _signing(_load(found["Item"])) if "Item" in found else None
 
-    def _query(self, **kwargs: Any) -> Iterator[Item]:
-        paginator = self.client.get_paginator("query")
-        for page in paginator.paginate(TableName=self.table, **kwargs):
-            yield from (_load(item) for item in page["Items"])
+    # Both indexes project keys only (template.yaml: `KEYS_ONLY`, "Projection" in the DynamoDB API
+    # reference: https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_Projection.html),
+    # so that a claim or an outcome, which change no index key, costs no index write. A query of
+    # an index therefore returns keys (`pk` and the index's own), and the items are read by key.
+    def _query_keys(self, **kwargs: Any) -> Iterator[Item]:
+        """The index entries a query finds, page after page (DynamoDB stops a page at 1 MB)."""
+        while True:
+            page = self.client.query(TableName=self.table, **kwargs)
+            yield from (_load(entry) for entry in page["Items"])
+            if "LastEvaluatedKey" not in page:
+                return
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def read_items(self, pks: Sequence[str], consistent: bool = False) -> list[Item]:
+        """The items with these keys, in the order given; a key whose item is gone is left out.
+
+        BatchGetItem reads at most 100 keys a request, and may answer part of them, the rest in
+        `UnprocessedKeys` (throttling, its 16 MB reply, an internal failure), which DynamoDB advises
+        asking for again with exponential backoff ("BatchGetItem", DynamoDB API reference:
+        https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_BatchGetItem.html).
+        """
+        found: dict[str, Item] = {}
+        unique = list(dict.fromkeys(pks))  # BatchGetItem refuses a key asked for twice
+        for start in range(0, len(unique), BATCH_GET_KEYS):
+            keys = [_dump({"pk": pk}) for pk in unique[start : start + BATCH_GET_KEYS]]
+            request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": consistent}}
+            for attempt in range(_UNPROCESSED_ATTEMPTS):
+                if attempt:
+                    self.sleep(random.uniform(0, min(_UNPROCESSED_BACKOFF_CAP_S, 0.05 * 2**attempt)))
+                answer = self.client.batch_get_item(RequestItems=request)
+                for item in answer.get("Responses", {}).get(self.table, []):
+                    loaded = _load(item)
+                    found[loaded["pk"]] = loaded
+                request = answer.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+            else:
+                raise UnavailableError("the table is too busy to read this now; retry the request")
+        return [found[pk] for pk in pks if pk in found]
+
+    def _listed(self, list_pk: str) -> list[Item]:
+        """Every item the `ByAccount` index lists under `list_pk`, in its order (by `list_sk`)."""
+        entries = self._query_keys(
+            IndexName=BY_ACCOUNT,
+            KeyConditionExpression="list_pk = :p",
+            ExpressionAttributeValues=_dump({":p": list_pk}),
+        )
+        return [item for item in self.read_items([e["pk"] for e in entries]) if item.get("list_pk") == list_pk]
 
     def list_accounts(self) -> list[Account]:
-        items = self._query(
-            IndexName=BY_ACCOUNT,
-            KeyConditionExpression="list_pk = :p",
-            ExpressionAttributeValues=_dump({":p": ACCOUNTS_LIST}),
-        )
-        return [_account(item) for item in items]
+        return [_account(item) for item in self._listed(ACCOUNTS_LIST)]
 
     def all_instances(self, account_id: str) -> list[Instance]:
-        items = self._query(
-            IndexName=BY_ACCOUNT,
-            KeyConditionExpression="list_pk = :p",
-            ExpressionAttributeValues=_dump({":p": _account_key(account_id)}),
-        )
-        return [_instance(item) for item in items]
+        return [_instance(item) for item in self._listed(_account_key(account_id))]
 
     def list_instances(self, account_id: str, limit: int, cursor: str | None) -> Page:
         """One page of an account's instances, oldest first; `cursor` is a previous page's next.
 
-        One item more than the page is read, so the last page says so (`next` None) instead of
-        sending the caller for an empty one.
+        One entry more than the page is queried, so the last page says so (`next` None) instead of
+        sending the caller for an empty one. The page's items are then read by key: one deleted
+        meanwhile is left out (the page is one shorter), and the cursor is the index entry's key,
+        so the next page starts after it all the same.
         """
         list_pk = _account_key(account_id)
         kwargs: dict[str, Any] = {
@@ -272,23 +314,35 @@ class Store:
         if cursor:
             kwargs["ExclusiveStartKey"] = _dump(_decode_cursor(cursor, list_pk))
         found = self.client.query(**kwargs)
-        items = [_load(item) for item in found["Items"]]
+        entries = [_load(entry) for entry in found["Items"]]
         last: Item | None = None
-        if len(items) > limit:
-            items = items[:limit]
-            last = {key: items[-1][key] for key in ("pk", "list_pk", "list_sk")}
+        if len(entries) > limit:
+            entries = entries[:limit]
+            last = {key: entries[-1][key] for key in ("pk", "list_pk", "list_sk")}
         elif "LastEvaluatedKey" in found:  # DynamoDB stopped early (its 1 MB page)
             last = _load(found["LastEvaluatedKey"])
+        items = self.read_items([entry["pk"] for entry in entries])
         return Page([_instance(item) for item in items], _encode_cursor(last) if last else None)
 
     def overdue(self, shard: int, before: datetime) -> list[Instance]:
-        """Instances in one shard of the pending-wakes index whose next call was due before `before`."""
-        items = self._query(
+        """Instances in one shard of the pending-wakes index whose next call was due before `before`.
+
+        The items are read by key after the query, eventually consistent (half a read unit): the
+        sweeper's re-arm is a conditional write that loses to any change it did not see. One no
+        longer overdue by then (called, moved on, gone) is left out.
+        """
+        limit = format_time(before)
+        entries = self._query_keys(
             IndexName=PENDING_WAKES,
             KeyConditionExpression="pending_shard = :s AND pending_due < :t",
-            ExpressionAttributeValues=_dump({":s": str(shard), ":t": format_time(before)}),
+            ExpressionAttributeValues=_dump({":s": str(shard), ":t": limit}),
         )
-        return [_instance(item) for item in items]
+        items = self.read_items([entry["pk"] for entry in entries])
+        return [
+            _instance(item)
+            for item in items
+            if item.get("pending_shard") == str(shard) and str(item.get("pending_due", limit)) < limit
+        ]
 
     # -- accounts ----------------------------------------------------------------------------
 
