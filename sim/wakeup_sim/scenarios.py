@@ -7,7 +7,6 @@ on virtual time, and returns what happened to every wake (`Outcome`).
 from dataclasses import dataclass, field
 from typing import Any
 
-from wakeup_sim.capacity import Index
 from wakeup_sim.deployment import Deployment
 from wakeup_sim.hosts import Call
 from wakeup_sim.world import Wake, World, counted_logs
@@ -44,10 +43,7 @@ class Outcome:
 
 
 def run(scenario: Scenario, deployment: Deployment) -> Outcome:
-    levers = dict(scenario.levers)
-    if levers.pop("projection", None) == KEYS_ONLY:
-        deployment = deployment.but(indexes=[Index(i.name, i.keys, "KEYS_ONLY") for i in deployment.indexes])
-    deployment = deployment.but(**levers)
+    deployment = deployment.but(**scenario.levers)
     with counted_logs() as logs:
         world = World(deployment, start=T0, seed=scenario.seed, warm=scenario.warm)
         wakes = world.instances(scenario.wakes)
@@ -78,12 +74,10 @@ def first_calls(outcome: Outcome) -> dict[str, Call]:
 
 
 # The levers the simulation shows a burst needs, beyond template.yaml as it stands (docs/scaling.md):
-# indexes that project keys only (no index write for a claim or an outcome), a table warmed for the
-# burst's writes, provisioned pollers ready with the burst's concurrency, and a caller with a whole
-# vCPU (a cold start of 0.43 s instead of 1.5 s, and its calls' CPU).
-KEYS_ONLY = "keys only"
+# a table warmed for the burst's writes, provisioned pollers ready with the burst's concurrency, and
+# a caller with a whole vCPU (a cold start of 0.43 s instead of 1.5 s, and its calls' CPU). The
+# indexes project keys only in template.yaml itself now.
 PROPOSED_10K = {
-    "projection": KEYS_ONLY,
     "table_write_units_per_s": 40000,
     "minimum_pollers": 100,
     "maximum_pollers": 200,

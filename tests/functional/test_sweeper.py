@@ -1,8 +1,9 @@
 """The sweeper's handler with moto: overdue pending wakes with no live claim are armed again."""
 
+import uuid
 from collections.abc import Iterator
 from datetime import timedelta
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import pytest
 from moto_env import (
@@ -14,6 +15,7 @@ from moto_env import (
 )
 from sample_events import load_event
 
+from wakeup import store as store_module
 from wakeup.model import Trigger
 from wakeup.store import PENDING_SHARDS, pending_shard
 from wakeup.times import epoch_ms, now
@@ -111,11 +113,29 @@ def test_called_and_future_wakes_are_not_touched(env: Deployed, sweeper: ModuleT
     assert sweep(sweeper) == {"overdue": 0, "rearmed": 0, "failed": 0}
 
 
-def test_overdue_wakes_in_every_shard_are_found(env: Deployed, sweeper: ModuleType) -> None:
-    # given overdue wakes until every shard of the index holds at least one
-    lost: list[Trigger] = []
-    while {pending_shard(t.instance_id) for t in lost} != {str(s) for s in range(PENDING_SHARDS)}:
-        lost.append(env.new_wake(env.new_instance(URL), now() - timedelta(minutes=2)))
+def one_instance_per_shard(env: Deployed, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """An instance of one account in each shard of the pending-wakes index. Their ids are drawn
+    first (registering random ones until every shard has one would take several times as many
+    registrations, each a transaction that moto slows as the table grows)."""
+    account = env.store.create_account("test", uuid.uuid4().hex, now())
+    chosen: dict[str, uuid.UUID] = {}
+    while len(chosen) < PENDING_SHARDS:
+        candidate = uuid.uuid4()
+        chosen.setdefault(pending_shard(str(candidate)), candidate)
+    made = []
+    for instance_id in chosen.values():
+        with monkeypatch.context() as patched:
+            patched.setattr(store_module, "uuid", SimpleNamespace(uuid4=lambda i=instance_id: i, UUID=uuid.UUID))
+            made.append(env.store.register_instance(account.id, URL, uuid.uuid4().hex, now()).instance.id)
+    return made
+
+
+def test_overdue_wakes_in_every_shard_are_found(
+    env: Deployed, sweeper: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given an overdue wake in every shard of the index
+    lost = [env.new_wake(i, now() - timedelta(minutes=2)) for i in one_instance_per_shard(env, monkeypatch)]
+    assert {pending_shard(t.instance_id) for t in lost} == {str(s) for s in range(PENDING_SHARDS)}
     # when
     result = sweep(sweeper)
     # then
