@@ -640,6 +640,10 @@ class Store:
         sees its count in the refusal (`ReturnValuesOnConditionCheckFailure`) and counts itself in a
         second conditional write.
         """
+        # Every registration enters the pending-wakes index (one write unit, and one more when its
+        # outcome deletes the entry), a near one armed through SQS too: it is written before its
+        # trigger is armed, so a function that dies in between, or a message that ends in the
+        # dead-letter queue, leaves a wake that only the sweeper, through this entry, finds again.
         update = "SET #at = :at, reg = :reg, attempts = :zero, pending_shard = :shard, pending_due = :at"
         condition = "attribute_exists(pk) AND attribute_not_exists(revoked_at)"
         values: Item = {":at": format_time(at), ":reg": reg, ":zero": 0, ":shard": pending_shard(instance_id)}
