@@ -37,7 +37,8 @@ NO_SWEEPS = {"WAKEUP_LOCAL_SWEEP_S": "86400"}
 # The local developer's setting: SQS event sources start at their full concurrency, no throttles.
 UNBOUNDED = {"WAKEUP_LOCAL_UNBOUNDED": "1"}
 DELIVERY_TIMEOUT_S = 60
-# A burst of wakes through Lambda's SQS ramp-up (five batches, 300 more a minute) takes longer.
+# A burst of wakes through Lambda's SQS scaling (without provisioned pollers: five batches, 300 more
+# a minute) takes longer.
 BURST_DELIVERY_TIMEOUT_S = 300
 # Clients registering at once for the registration rate, each with connections of its own.
 CONCURRENT_CLIENTS = 16
@@ -418,7 +419,8 @@ def run(api_requests: int, wakes: int, few: int, far: int, seed: int, burst: int
         "## A burst of wakes at one second",
         "",
         f"{burst:,} near wakes due at the same whole second, through the caller's SQS event source: with "
-        "Lambda's scaling (five batches at once when messages appear, up to 300 more a minute) and with the "
+        "Lambda's scaling as template.yaml sets it (provisioned pollers, bounded by the local stack's "
+        "environments per function; five batches, 300 more a minute, when CallerMinimumPollers is 0) and with the "
         "local developer's setting that starts it at full concurrency. Batches and the most batches at once "
         "are the poller's own counters.",
         "",
@@ -435,7 +437,9 @@ def run(api_requests: int, wakes: int, few: int, far: int, seed: int, burst: int
         "",
         "## Cost per million wakes (rough)",
         "",
-        f"Lambda memory {memory * 1024:.0f} MB (template.yaml). Prices and assumptions: `bench/cost.py`.",
+        "Lambda memory (template.yaml): "
+        + ", ".join(f"{name} {gb * 1024:.0f} MB" for name, gb in memory.items())
+        + ". Prices and assumptions: `bench/cost.py`.",
         "",
         cost.report(priced, memory),
         "",

@@ -19,6 +19,11 @@ relying on them. What is estimated rather than counted:
   index holds, so 1 write unit, priced on a row of its own (its budget: $0.70 per million wakes);
   the few milliseconds of the request are in "Lambda duration";
 - Secrets Manager: the caller reads the signing master key once per warm function per 15 minutes.
+
+Not priced: the caller's provisioned event pollers (billed per event poller unit and hour, "AWS
+Lambda pricing") and raising the table's warm throughput (a charge per increase, "Understanding
+DynamoDB warm throughput"). Neither price was found in the documentation searched; both are fixed
+costs of a stack, not of a wake (docs/operations.md, "Sizing for bursts").
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import table
-from wakeup_local.template import load_template
+from wakeup_local.template import SERVERLESS_FUNCTION, Resolver, load_template
 from wakeup_sim import capacity
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,10 +65,16 @@ _WRITES = ("dynamodb:UpdateItem", "dynamodb:DeleteItem")
 _SQS = ("sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessageBatch")
 
 
-def memory_gb() -> float:
-    """The functions' memory, from template.yaml's Globals."""
+def memory_gb() -> dict[str, float]:
+    """Each function's memory in GB by logical id, as template.yaml deploys it with its parameters'
+    defaults (the caller has a size of its own, CallerMemorySize; the others take Globals')."""
     template = load_template(ROOT / "template.yaml")
-    return float(template.function_globals.get("MemorySize", 128)) / 1024
+    resolver = Resolver(template, stack_name="cost")
+    default = resolver.resolve(template.function_globals.get("MemorySize", 128))
+    return {
+        logical_id: float(resolver.resolve((definition.get("Properties") or {}).get("MemorySize", default))) / 1024
+        for logical_id, definition in template.of_type(SERVERLESS_FUNCTION)
+    }
 
 
 @dataclass
@@ -126,7 +137,8 @@ class Line:
     usd_per_million: float
 
 
-def lines(usage: Usage, memory: float) -> list[Line]:
+def lines(usage: Usage, memory: Mapping[str, float]) -> list[Line]:
+    """The cost of `usage`, line by line; `memory`: each function's GB by logical id."""
     reads = usage.read_units
     if reads is None:
         reads = usage.requests.get("dynamodb:GetItem", 0) + 0.5 * usage.requests.get("dynamodb:Query", 0)
@@ -140,7 +152,7 @@ def lines(usage: Usage, memory: float) -> list[Line]:
     sqs = sum(usage.requests.get(name, 0) for name in _SQS) + 2 * usage.sqs_batches
     secrets = usage.requests.get("secretsmanager:GetSecretValue", 0)
     invocations = sum(usage.invocations.values())
-    gb_seconds = sum(usage.seconds.values()) * memory
+    gb_seconds = sum(seconds * memory[function] for function, seconds in usage.seconds.items())
     log_gb = (usage.log_bytes + LAMBDA_OWN_LOG_BYTES * invocations) / 1e9
     million = 1e6
     return [
@@ -162,7 +174,7 @@ def lines(usage: Usage, memory: float) -> list[Line]:
     ]
 
 
-def report(usages: Mapping[str, Usage], memory: float) -> str:
+def report(usages: Mapping[str, Usage], memory: Mapping[str, float]) -> str:
     """One column per kind of wake: quantity per wake, and USD per million wakes."""
     names = list(usages)
     by_name = {name: lines(usage, memory) for name, usage in usages.items()}

@@ -29,9 +29,8 @@ T = TypeVar("T")
 def own_stack(make_stack: MakeStack) -> Iterator[StackProcess]:
     """A stack of its own: a thousand instances and their schedules would weigh on the session's.
 
-    Its route throttles are lifted (`WAKEUP_LOCAL_UNBOUNDED=1`): the template allows each route 100
-    requests a second with a burst of 200, as API Gateway would, and a thousand clients at once pass
-    that; this test is about each reply being its own client's, the throttle's 429 has tests of its own.
+    Its route throttles are lifted (`WAKEUP_LOCAL_UNBOUNDED=1`): this test is about each reply being
+    its own client's, whatever the template's route throttle (the throttle's 429 has tests of its own).
     """
     yield make_stack(WAKEUP_LOCAL_UNBOUNDED="1")
 

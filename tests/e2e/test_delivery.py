@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from wakes_support import Instances, StackAws, as_registered, iso, warm_caller
@@ -15,10 +16,15 @@ from wakes_support import Instances, StackAws, as_registered, iso, warm_caller
 from support.api import Api
 from support.host import WakeHost, closed_port_url, hang, redirect
 from support.stack_process import MakeStack, StackProcess
+from wakeup_local.template import load_template
 
 # How late a call may be (DESIGN section 3), and how long to watch for a call that must not come.
 ON_TIME_S = 1.0
 QUIET_S = 3.0
+# How long the caller's event source gathers a batch (template.yaml's CallerBatchingWindowSeconds,
+# at its default): a message due at once waits it out, one that comes ahead of its time does not.
+TEMPLATE = load_template(Path(__file__).parents[2] / "template.yaml")
+BATCHING_WINDOW_S = float(TEMPLATE.parameters["CallerBatchingWindowSeconds"]["Default"])
 
 
 @pytest.fixture
@@ -46,7 +52,11 @@ def test_a_wake_three_seconds_ahead_is_called_once_on_time(instances: Instances,
     host.assert_no_calls_beyond(1, during=QUIET_S)
 
 
-def test_a_wake_in_the_past_is_called_within_a_second(instances: Instances, host: WakeHost) -> None:
+def test_a_wake_in_the_past_is_called_within_the_batching_window_and_a_second(
+    instances: Instances, host: WakeHost
+) -> None:
+    # A wake due at once has no lead to gather its batch in: its message waits out the event
+    # source's batching window (the price of full batches at a busy second, docs/scaling.md).
     warm_caller(instances, 1)
     _, token = instances.new(host.url)
 
@@ -54,7 +64,7 @@ def test_a_wake_in_the_past_is_called_within_a_second(instances: Instances, host
     answered = time.time()
 
     [call] = host.wait_for_calls(1, timeout=5)
-    assert call.wall - answered <= ON_TIME_S
+    assert call.wall - answered <= BATCHING_WINDOW_S + ON_TIME_S
 
 
 def test_a_failing_host_is_retried_after_1_2_and_4_seconds_then_succeeds(instances: Instances, host: WakeHost) -> None:

@@ -235,12 +235,45 @@ def test_caller_reads_its_queue_in_batches_with_partial_failures(template: dict[
             "Type": "SQS",
             "Properties": {
                 "Queue": {"Fn::GetAtt": ["CallerQueue", "Arn"]},
-                "BatchSize": 10,
-                "MaximumBatchingWindowInSeconds": 0,
+                "BatchSize": {"Ref": "CallerBatchSize"},
+                "MaximumBatchingWindowInSeconds": {"Ref": "CallerBatchingWindowSeconds"},
                 "FunctionResponseTypes": ["ReportBatchItemFailures"],
+                "ProvisionedPollerConfig": {
+                    "Fn::If": [
+                        "HasProvisionedPollers",
+                        {
+                            "MinimumPollers": {"Ref": "CallerMinimumPollers"},
+                            "MaximumPollers": {"Ref": "CallerMaximumPollers"},
+                        },
+                        {"Ref": "AWS::NoValue"},
+                    ]
+                },
             },
         }
     ]
+    assert template["Conditions"]["HasProvisionedPollers"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "CallerMinimumPollers"}, "0"]}]
+    }
+
+
+def test_the_templates_defaults_are_sized_for_a_burst_of_ten_thousand(template: dict[str, Any]) -> None:
+    # The simulator's figures (docs/scaling.md) for 10,000 wakes due at one second, and 10,000 hosts
+    # registering in one second, run with these; tests/unit/test_simulation.py holds the goals.
+    defaults = {name: parameter["Default"] for name, parameter in template["Parameters"].items()}
+    assert defaults["CallerBatchSize"] == 10 and defaults["CallerBatchingWindowSeconds"] == 1
+    assert (defaults["CallerMinimumPollers"], defaults["CallerMaximumPollers"]) == (100, 200)
+    assert (defaults["CallerMemorySize"], defaults["WakeMemorySize"]) == (1024, 1769)
+    assert (defaults["TableWarmWriteUnitsPerSecond"], defaults["TableWarmReadUnitsPerSecond"]) == (40000, 12000)
+    # The account's API Gateway quota ("Amazon API Gateway quotas"): 10,000 a second, a burst of 5,000.
+    assert (defaults["ApiThrottlingRateLimit"], defaults["ApiThrottlingBurstLimit"]) == (10000, 5000)
+    caller = template["Resources"]["CallerFunction"]["Properties"]
+    table = template["Resources"]["Table"]["Properties"]
+    assert caller["MemorySize"] == {"Ref": "CallerMemorySize"}
+    assert template["Resources"]["WakeFunction"]["Properties"]["MemorySize"] == {"Ref": "WakeMemorySize"}
+    assert table["WarmThroughput"] == {
+        "WriteUnitsPerSecond": {"Ref": "TableWarmWriteUnitsPerSecond"},
+        "ReadUnitsPerSecond": {"Ref": "TableWarmReadUnitsPerSecond"},
+    }
 
 
 def test_callers_retry_chain_through_its_own_queue_is_not_stopped_as_a_recursive_loop(

@@ -61,7 +61,9 @@ def _evaluate(expression: Any, parameters: dict[str, str]) -> Any:
 
 
 def refused_by_rules(template: dict[str, Any], parameters: dict[str, str]) -> list[str]:
-    """The descriptions of the assertions that refuse these parameter values."""
+    """The descriptions of the assertions that refuse these parameter values (the others at their
+    defaults)."""
+    parameters = {name: str(p.get("Default", "")) for name, p in template["Parameters"].items()} | parameters
     refused = []
     for rule in template.get("Rules", {}).values():
         if "RuleCondition" in rule and not _evaluate(rule["RuleCondition"], parameters):
@@ -117,3 +119,14 @@ def test_the_address_ranges_default_to_the_services_own_on_aws(template: dict[st
     parameters = template["Parameters"]
     assert parameters["CallDeniedCidrs"]["Default"] == Settings.model_fields["call_denied_cidrs"].default
     assert parameters["CallAllowedCidrs"]["Default"] == Settings.model_fields["call_allowed_cidrs"].default == ""
+
+
+@pytest.mark.parametrize(
+    ("pollers", "refused"), [("0", False), ("1", True), ("2", False), ("100", False), ("200", False)]
+)
+def test_minimum_pollers_are_off_or_what_an_sqs_event_source_takes(
+    template: dict[str, Any], pollers: str, refused: bool
+) -> None:
+    # ProvisionedPollerConfig for SQS: MinimumPollers 2 to 200 (Lambda API reference); 0 turns
+    # provisioned mode off (the template's condition HasProvisionedPollers).
+    assert bool(refused_by_rules(template, {"CallerMinimumPollers": pollers})) == refused
