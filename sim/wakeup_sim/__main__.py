@@ -36,9 +36,16 @@ def main(argv: list[str] | None = None) -> int:
         plots.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     print(report.HEADER, flush=True)
+    registering: list[report.Figures] = []
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        for figures in pool.map(simulate, chosen, [plots] * len(chosen)):
+        for scenario, figures in zip(chosen, pool.map(simulate, chosen, [plots] * len(chosen)), strict=True):
             print(report.row(figures), flush=True)
+            if scenario.registering_within_s:
+                registering.append(figures)
+    if registering:
+        print(f"\n{report.REGISTRATION_HEADER}")
+        for figures in registering:
+            print(report.registration_row(figures), flush=True)
     print(f"\n{len(chosen)} scenarios in {time.monotonic() - started:.0f} s", file=sys.stderr)
     return 0
 

@@ -81,6 +81,7 @@ class Deployment:
     caller_memory_mb: int
     caller_timeout_s: float
     wake_memory_mb: int
+    sweeper_memory_mb: int
     batch_size: int
     batching_window_s: float
     maximum_concurrency: int | None
@@ -120,6 +121,7 @@ def from_template(path: Path = TEMPLATE) -> Deployment:
     caller = template.resources["CallerFunction"]
     caller_properties = resolver.resolve({k: v for k, v in caller["Properties"].items() if k != "Events"})
     wake_properties = resolver.resolve(template.resources["WakeFunction"]["Properties"])
+    sweeper_properties = resolver.resolve(template.resources["SweeperFunction"]["Properties"])
     event = resolver.resolve(_caller_event(caller))
     queue = resolver.resolve(template.resources["CallerQueue"]["Properties"])
     table = resolver.resolve(template.resources["Table"]["Properties"])
@@ -143,6 +145,7 @@ def from_template(path: Path = TEMPLATE) -> Deployment:
         caller_memory_mb=int(caller_properties.get("MemorySize", globals_.get("MemorySize", 128))),
         caller_timeout_s=float(caller_properties.get("Timeout", globals_.get("Timeout", 3))),
         wake_memory_mb=int(wake_properties.get("MemorySize", globals_.get("MemorySize", 128))),
+        sweeper_memory_mb=int(sweeper_properties.get("MemorySize", globals_.get("MemorySize", 128))),
         batch_size=int(event.get("BatchSize", 10)),
         batching_window_s=float(event.get("MaximumBatchingWindowInSeconds", 0)),
         maximum_concurrency=int(scaling["MaximumConcurrency"]) if "MaximumConcurrency" in scaling else None,

@@ -116,6 +116,8 @@ class EventSource:
                 elif self.engine.now < deadline:
                     self._wait_visible(deadline)
                 else:
+                    # The long poll that waited out the batching window ends empty.
+                    self.queue.requests["sqs:ReceiveMessage"] += 1
                     break
             self._invoke(batch)
         self.pollers -= 1
@@ -144,8 +146,11 @@ class EventSource:
 
 def for_deployment(engine: Engine, queue: Queue, function: Function, deployment: Any, warm: bool) -> EventSource:
     """The caller's mapping as the template configures it, cold (five batches) or already scaled."""
+    resting = aws.ESM_INITIAL_CONCURRENCY
     if deployment.minimum_pollers is not None:
         floor = aws.INVOCATIONS_PER_POLLER * deployment.minimum_pollers
+        # Each of the minimum pollers long-polls the queue; each runs up to 10 invocations.
+        resting = deployment.minimum_pollers
         cap = aws.INVOCATIONS_PER_POLLER * (deployment.maximum_pollers or 200)
         scale = aws.PROVISIONED_SCALE_UP_PER_S
     else:
@@ -163,6 +168,6 @@ def for_deployment(engine: Engine, queue: Queue, function: Function, deployment:
         scale_up_per_s=scale,
         # A warm mapping has been busy: it stays scaled out for the scenario's length.
         floor=cap if warm else floor,
-        resting=floor,
+        resting=resting,
         recursion_allowed=deployment.recursive_loop_allowed,
     )

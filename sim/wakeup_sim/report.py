@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import cost
+from wakeup_sim.api_gateway import ACCEPTED, FAILED, THROTTLED
 from wakeup_sim.scenarios import Outcome, first_calls
 
 
@@ -36,6 +37,40 @@ class Figures:
     sweeper_rearmed: int
     stopped_by_loop_detection: int
     throttled_requests: int
+    registrations: "RegistrationFigures"
+
+
+@dataclass(frozen=True)
+class RegistrationFigures:
+    """How the hosts' `PUT /wakeup/wake` went: API Gateway's answers, and the time from each host's
+    first request to its registration accepted (its client's retries included)."""
+
+    hosts: int
+    accepted: int
+    first_time: int  # accepted at the first request
+    throttled: int  # 429s: API Gateway's account or route throttle
+    failed: int  # 500s: the function throttled by Lambda, or failed
+    p50_s: float
+    p99_s: float
+    max_s: float
+    most_attempts: int
+
+
+def registration_figures(outcome: Outcome) -> RegistrationFigures:
+    registrations = outcome.world.registrations
+    took = [r.accepted_at - r.started for r in registrations if r.accepted_at is not None]
+    statuses = outcome.world.api.statuses
+    return RegistrationFigures(
+        hosts=len(registrations),
+        accepted=len(took),
+        first_time=sum(1 for r in registrations if r.statuses[:1] == [ACCEPTED]),
+        throttled=statuses[THROTTLED],
+        failed=statuses[FAILED],
+        p50_s=percentile(took, 50),
+        p99_s=percentile(took, 99),
+        max_s=max(took, default=float("nan")),
+        most_attempts=max((len(r.statuses) for r in registrations), default=0),
+    )
 
 
 def usage(outcome: Outcome) -> cost.Usage:
@@ -60,7 +95,7 @@ def usage(outcome: Outcome) -> cost.Usage:
 
 
 def usd_per_million(outcome: Outcome) -> float:
-    memory = outcome.world.deployment.caller_memory_mb / 1024
+    memory = {f.name: f.memory_mb / 1024 for f in outcome.world.functions}
     return sum(line.usd_per_million for line in cost.lines(usage(outcome), memory))
 
 
@@ -93,6 +128,7 @@ def figures(outcome: Outcome) -> Figures:
         sweeper_rearmed=outcome.sweeper_rearmed,
         stopped_by_loop_detection=world.event_source.stopped_loops,
         throttled_requests=world.store.metered.throttled,
+        registrations=registration_figures(outcome),
     )
 
 
@@ -108,6 +144,21 @@ def row(f: Figures) -> str:
         f"| {f.name} | {f.wakes:,} | {f.p50_s * 1000:.0f} ms | {f.p99_s * 1000:.0f} ms | {f.max_s * 1000:.0f} ms "
         f"| {f.lost} | {f.called_twice} | {f.peak_concurrency} | {f.requests_per_wake:.2f} "
         f"| ${f.usd_per_million:.2f} | {f.sweeper_rearmed} | {f.stopped_by_loop_detection} | {f.throttled_requests} |"
+    )
+
+
+REGISTRATION_HEADER = (
+    "| scenario | hosts | accepted | at the first request | 429 (API Gateway) | 500 (Lambda) "
+    "| accepted after, p50 | p99 | max | most requests by a host |\n"
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+)
+
+
+def registration_row(f: Figures) -> str:
+    r = f.registrations
+    return (
+        f"| {f.name} | {r.hosts:,} | {r.accepted:,} | {r.first_time:,} | {r.throttled:,} | {r.failed:,} "
+        f"| {r.p50_s * 1000:.0f} ms | {r.p99_s * 1000:.0f} ms | {r.max_s * 1000:.0f} ms | {r.most_attempts} |"
     )
 
 

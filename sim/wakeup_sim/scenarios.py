@@ -26,6 +26,9 @@ class Scenario:
     rate_per_s: float | None = None  # steady: wakes due per second (else all due at one second)
     down_fraction: float = 0.0  # hosts down (half refuse connections, half hang to the timeout)
     failing_for_s: float = 0.0  # one host answers 503 for this long after its wake's time
+    # Every host registers its wake within this many seconds (its wake due `path`'s lead later),
+    # rather than ahead of a wake time they share.
+    registering_within_s: float | None = None
     levers: dict[str, Any] = field(default_factory=dict)
     seed: int = 1
 
@@ -50,7 +53,11 @@ def run(scenario: Scenario, deployment: Deployment) -> Outcome:
         rng = world.rng
         lead = FAR_LEAD_S if scenario.path == "far" else NEAR_LEAD_S
         start_due = T0 + lead[1] + 60
-        if scenario.rate_per_s:
+        registered_at: list[float] | None = None
+        if scenario.registering_within_s:
+            registered_at = [T0 + 60 + rng.random() * scenario.registering_within_s for _ in wakes]
+            dues = [when + lead[0] + rng.random() * (lead[1] - lead[0]) for when in registered_at]
+        elif scenario.rate_per_s:
             span = scenario.wakes / scenario.rate_per_s
             dues = [start_due + rng.random() * span for _ in wakes]
         else:
@@ -62,8 +69,9 @@ def run(scenario: Scenario, deployment: Deployment) -> Outcome:
             healthy.discard(wake.instance_id)
         if scenario.failing_for_s:
             world.hosts.failing_until[wakes[0].url] = start_due + scenario.failing_for_s
-        for wake, due in zip(wakes, dues, strict=True):
-            world.register(wake, due, due - lead[0] - rng.random() * (lead[1] - lead[0]))
+        for index, (wake, due) in enumerate(zip(wakes, dues, strict=True)):
+            when = registered_at[index] if registered_at else due - lead[0] - rng.random() * (lead[1] - lead[0])
+            world.register(wake, due, when)
         world.engine.run(max(dues) + SETTLE_S + scenario.failing_for_s)
     return Outcome(scenario, world, wakes, healthy, min(dues), max(dues), logs.bytes, world.sweeper_rearmed)
 
@@ -108,5 +116,7 @@ SCENARIOS = [
     # Two minutes, not ten: 600,000 instances would not fit the five minutes `make simulate` has.
     Scenario("steady 1,000/s for 2 min, near", 120000, rate_per_s=1000, warm=True),
     Scenario("10,000 at one second, 10% of hosts down", 10000, warm=True, down_fraction=0.1),
+    # Every host stopping at once registers its next wake in the same second, on a cold wake function.
+    Scenario("10,000 hosts register in one second", 10000, registering_within_s=1.0),
     Scenario("one host failing for two days", 1, failing_for_s=2 * 86400),
 ]

@@ -80,9 +80,14 @@ class Queue:
         return len(self._visible)
 
     def receive(self, count: int = MAX_RECEIVE) -> list[Message]:
-        """Up to `count` (at most 10) visible messages, now invisible for the visibility timeout."""
-        self.requests["sqs:ReceiveMessage"] += 1
+        """Up to `count` (at most 10) visible messages, now invisible for the visibility timeout.
+
+        Only a receive that returns messages is counted as a request: the event source's receives
+        are long polls, which SQS answers when messages come (to one of the polls waiting) or when
+        the poll's wait ends; those that end empty are counted by the event source."""
         taken, self._visible = self._visible[: min(count, MAX_RECEIVE)], self._visible[min(count, MAX_RECEIVE) :]
+        if taken:
+            self.requests["sqs:ReceiveMessage"] += 1
         for message in taken:
             message.receives += 1
             message.handle = next(self._handles) + 1

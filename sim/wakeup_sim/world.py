@@ -24,6 +24,7 @@ from wakeup.tokens import hash_token
 from wakeup.triggers import Triggers
 from wakeup.wakes import register_wake
 from wakeup_sim import deployment as aws
+from wakeup_sim.api_gateway import ROUTE, ApiGateway, Registration, register_with_retries
 from wakeup_sim.deployment import Deployment
 from wakeup_sim.dynamodb import MemoryStore
 from wakeup_sim.engine import Engine
@@ -93,7 +94,7 @@ class World:
             self.engine, self.cpus, self.account, "WakeFunction", d.wake_memory_mb, self._wake_handler
         )
         self.sweeper_function = Function(
-            self.engine, self.cpus, self.account, "SweeperFunction", d.wake_memory_mb, self._sweeper_handler
+            self.engine, self.cpus, self.account, "SweeperFunction", d.sweeper_memory_mb, self._sweeper_handler
         )
         self.functions = [self.caller_function, self.wake_function, self.sweeper_function]
         self.scheduler = Scheduler(
@@ -119,6 +120,8 @@ class World:
         self.stopped_loops: list[str] = []
         self.sweeps = 0
         self.api_requests = 0
+        self.api = ApiGateway(self.engine, d.api_rate, d.api_burst)
+        self.registrations: list[Registration] = []
         self.sweeper_rearmed = 0
         self.account_id = self.store.create_account("sim", uuid.uuid4().hex, self.engine.clock()).id
         if self.warm:
@@ -193,17 +196,14 @@ class World:
     # -- driving --------------------------------------------------------------------------------
 
     def register(self, wake: Wake, at: float, when: float) -> None:
-        """`PUT /wakeup/wake` by the wake's host at `when`, for `at` (epoch seconds)."""
+        """`PUT /wakeup/wake` by the wake's host at `when`, for `at` (epoch seconds): through API
+        Gateway's throttling to the wake function, retried by the host until accepted."""
         wake.at = max(at, when)
+        registration = Registration(started=when)
+        self.registrations.append(registration)
 
-        def put() -> None:
-            while True:
-                self.api_requests += 1
-                try:
-                    self.wake_function.invoke((wake, at), -1)
-                    return
-                except Exception:
-                    # API Gateway answers 429 or 500; the client library retries after a moment.
-                    self.engine.sleep(0.5 + self.rng.random())
+        def send() -> int:
+            self.api_requests += 1
+            return self.api.request(ROUTE, lambda: self.wake_function.invoke((wake, at), -1))
 
-        self.engine.spawn(put, when=when)
+        self.engine.spawn(register_with_retries, self.engine, send, self.rng.random, registration, when=when)
