@@ -137,8 +137,8 @@ class Line:
     usd_per_million: float
 
 
-def lines(usage: Usage, memory: Mapping[str, float]) -> list[Line]:
-    """The cost of `usage`, line by line; `memory`: each function's GB by logical id."""
+def lines(usage: Usage, memory: float | Mapping[str, float]) -> list[Line]:
+    """The cost of `usage`, line by line; `memory`: each function's GB by logical id (or one for all)."""
     reads = usage.read_units
     if reads is None:
         reads = usage.requests.get("dynamodb:GetItem", 0) + 0.5 * usage.requests.get("dynamodb:Query", 0)
@@ -152,7 +152,8 @@ def lines(usage: Usage, memory: Mapping[str, float]) -> list[Line]:
     sqs = sum(usage.requests.get(name, 0) for name in _SQS) + 2 * usage.sqs_batches
     secrets = usage.requests.get("secretsmanager:GetSecretValue", 0)
     invocations = sum(usage.invocations.values())
-    gb_seconds = sum(seconds * memory[function] for function, seconds in usage.seconds.items())
+    gb = memory if isinstance(memory, Mapping) else dict.fromkeys(usage.seconds, memory)
+    gb_seconds = sum(seconds * gb[function] for function, seconds in usage.seconds.items())
     log_gb = (usage.log_bytes + LAMBDA_OWN_LOG_BYTES * invocations) / 1e9
     million = 1e6
     return [
@@ -174,7 +175,7 @@ def lines(usage: Usage, memory: Mapping[str, float]) -> list[Line]:
     ]
 
 
-def report(usages: Mapping[str, Usage], memory: Mapping[str, float]) -> str:
+def report(usages: Mapping[str, Usage], memory: float | Mapping[str, float]) -> str:
     """One column per kind of wake: quantity per wake, and USD per million wakes."""
     names = list(usages)
     by_name = {name: lines(usage, memory) for name, usage in usages.items()}
