@@ -466,6 +466,25 @@ def test_a_schedule_firing_early_arms_the_last_approach_through_sqs(
     assert wake_host.calls == []
 
 
+def test_a_schedule_firing_early_is_looked_at_by_a_read_not_a_refused_write(
+    env: Deployed, caller: ModuleType, wake_host: Host
+) -> None:
+    # A refused conditional write costs a write unit; a consistent read a fifth of that.
+    trigger = env.new_wake(env.new_instance(wake_host.url), now() + timedelta(seconds=40))
+    operations: list[str] = []
+    env.store.client.meta.events.register(
+        "before-call.dynamodb", lambda model, **_: operations.append(model.name), unique_id="count-ops"
+    )
+    try:
+        assert handler(caller, scheduler_invocation(trigger)) == {"result": "early"}
+    finally:
+        env.store.client.meta.events.unregister("before-call.dynamodb", unique_id="count-ops")
+
+    assert operations == ["GetItem"]
+    [(sent, _)] = env.triggers.sent
+    assert sent == trigger
+
+
 def test_a_due_schedule_calls_the_host(env: Deployed, caller: ModuleType, wake_host: Host) -> None:
     trigger = env.new_wake(env.new_instance(wake_host.url), now())
 

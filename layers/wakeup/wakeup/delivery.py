@@ -10,7 +10,8 @@ The steps (DESIGN section 4):
    stands is dropped (one from the instance's one schedule re-arms what the instance holds now,
    since that schedule is spent); one that came early is armed again for the time due; one whose
    registration another call holds is looked at again when that claim's lease ends (a caller that
-   died mid-call is replaced then, never sooner);
+   died mid-call is replaced then, never sooner). A schedule's trigger, which almost always fires
+   early, is first looked at by a read, so that step 1's write is made only when it is due;
 3. the last sub-second before the time is waited out here, after the claim, so a host is never
    called early and, at a busy second, only the calls themselves are left to make;
 4. call the host and record the outcome, conditionally on the registration; after a failure arm
@@ -127,6 +128,10 @@ class Caller:
     def deliver(self, trigger: Trigger, source: Source) -> Delivery:
         """Does what `trigger` asks for now; see the module's docstring for the steps."""
         now = self.clock()
+        if source is Source.SCHEDULE:
+            early = self._early_schedule(trigger, now)
+            if early is not None:
+                return early
         # One write claims the call when it is due within the moment left to wait out, and returns
         # the instance either way. The lease runs from the call's start, hence the moment added.
         attempt = self.store.claim_if_due(
@@ -147,6 +152,24 @@ class Caller:
         self._wait_until(instance.due, now)
         origin = Source.SWEEPER if trigger.origin == Source.SWEEPER.value else source
         return self._call(trigger, instance, instance.due, keys, origin)
+
+    def _early_schedule(self, trigger: Trigger, now: datetime) -> Delivery | None:
+        """A schedule's trigger, looked at by a read: dropped, or armed again through SQS when it
+        fired before the last moment (it fires up to the schedule lead and a minute early); None
+        when it is due now, for the claim to take.
+
+        A read, not the claim's refused write: a conditional write whose condition fails still
+        consumes write units, by the item's size ("DynamoDB read and write operations", developer
+        guide: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/read-write-operations.html),
+        where a consistent read of the item takes one read unit, a fifth of the price; and almost
+        every schedule fires early.
+        """
+        instance = self.store.get_instance(trigger.instance_id)
+        if instance is None or not _stands(instance, trigger) or instance.due is None:
+            return self._drop(trigger, Source.SCHEDULE, instance)
+        if (instance.due - now).total_seconds() <= EARLY_REARM_S:
+            return None
+        return self._rearm_early(trigger, instance, now)
 
     def _signing_keys(self, instance: Instance, moment: datetime) -> list[bytes]:
         """The account's keys that sign a call at `moment` (two during a rotation's overlap)."""
@@ -177,17 +200,22 @@ class Caller:
     def _refused(self, trigger: Trigger, instance: Instance, now: datetime) -> Delivery:
         """The registration stands but was not claimed: it is not due yet, or a call holds it."""
         assert instance.due is not None  # a pending registration has its next call's time
-        ahead_s = (instance.due - now).total_seconds()
-        if ahead_s > EARLY_REARM_S:
-            self.triggers.arm(trigger, instance.due, now)
-            logger.info("early trigger re-armed", instance_id=trigger.instance_id, due_in_s=round(ahead_s, 3))
-            return Delivery(Result.EARLY)
+        if (instance.due - now).total_seconds() > EARLY_REARM_S:
+            return self._rearm_early(trigger, instance, now)
         # Another call holds the claim (a duplicate message, or a caller that may have died):
         # look again once its lease ends; by then its outcome is recorded, or it is gone.
         lease_left_ms = max((instance.claim_until or 0) - epoch_ms(now), 0)
         self.triggers.send(trigger, delay_s=math.ceil(lease_left_ms / 1000))
         logger.info("claim held by another call; trigger re-sent", instance_id=trigger.instance_id)
         return Delivery(Result.BUSY)
+
+    def _rearm_early(self, trigger: Trigger, instance: Instance, now: datetime) -> Delivery:
+        """Arms the trigger again for its time: it came before the last moment before it."""
+        assert instance.due is not None  # a pending registration has its next call's time
+        self.triggers.arm(trigger, instance.due, now)
+        ahead_s = (instance.due - now).total_seconds()
+        logger.info("early trigger re-armed", instance_id=trigger.instance_id, due_in_s=round(ahead_s, 3))
+        return Delivery(Result.EARLY)
 
     def _call(self, trigger: Trigger, instance: Instance, due: datetime, keys: list[bytes], origin: Source) -> Delivery:
         host = host_of(instance.url)
