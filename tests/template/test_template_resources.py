@@ -261,7 +261,7 @@ def test_the_templates_defaults_are_sized_for_a_burst_of_ten_thousand(template: 
     # registering in one second, run with these; tests/unit/test_simulation.py holds the goals.
     defaults = {name: parameter["Default"] for name, parameter in template["Parameters"].items()}
     assert defaults["CallerBatchSize"] == 10 and defaults["CallerBatchingWindowSeconds"] == 1
-    assert (defaults["CallerMinimumPollers"], defaults["CallerMaximumPollers"]) == (100, 200)
+    assert (defaults["CallerMinimumPollers"], defaults["CallerMaximumPollers"]) == (100, 100)
     assert (defaults["CallerMemorySize"], defaults["WakeMemorySize"]) == (1024, 1769)
     assert (defaults["TableWarmWriteUnitsPerSecond"], defaults["TableWarmReadUnitsPerSecond"]) == (40000, 12000)
     # The account's API Gateway quota ("Amazon API Gateway quotas"): 10,000 a second, a burst of 5,000.
