@@ -113,5 +113,6 @@ SCENARIOS = [
     Scenario("10,000 at one second, 10% of hosts down", 10000, warm=True, down_fraction=0.1),
     # Every host stopping at once registers its next wake in the same second, on a cold wake function.
     Scenario("10,000 hosts register in one second", 10000, registering_within_s=1.0),
+    Scenario("10,000 hosts register far wakes in one second", 10000, path="far", registering_within_s=1.0),
     Scenario("one host failing for two days", 1, failing_for_s=2 * 86400),
 ]

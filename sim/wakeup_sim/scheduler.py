@@ -3,7 +3,10 @@
 "Schedule types on EventBridge Scheduler": a one-time schedule `at(...)` with the flexible window
 off runs once; it is invoked anywhere within its minute (60 second precision, as the local stack
 models it: the scheduled second plus up to 60 s). "Quotas for Amazon EventBridge Scheduler": at most
-1,000 target invocations a second; invocations past it wait. Its target, the caller, is invoked
+1,000 target invocations a second; invocations past it wait. CreateSchedule requests past their
+rate (5,000 a second in the main Regions) are refused for the rest of that second (a
+`ThrottlingException`; UpdateSchedule is taken to share the rate). The service's botocore retries
+of a refused request are left out: the request that arms fails at once. Its target, the caller, is invoked
 asynchronously (see `wakeup_sim.lambdas`). `ActionAfterCompletion: DELETE` removes it once run.
 """
 
@@ -16,7 +19,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from wakeup_sim.deployment import SCHEDULER_WINDOW_S
+from wakeup_sim.deployment import SCHEDULER_CREATE_PER_S, SCHEDULER_WINDOW_S
 from wakeup_sim.engine import Engine
 from wakeup_sim.lambdas import Function
 from wakeup_sim.throughput import Bucket
@@ -36,15 +39,27 @@ class Scheduler:
         self.schedules: dict[str, tuple[int, str]] = {}  # name -> (version, input)
         self._versions = 0
         self.limit = Bucket(invocations_per_s, invocations_per_s, engine.now)
+        self.writes_per_s = SCHEDULER_CREATE_PER_S
+        self._writes_in_second: tuple[int, int] = (0, 0)  # (the second, creates and updates in it)
+        self.throttled = 0
         self.requests: Counter[str] = Counter()
         self.invocations = 0
         self.fired_late_s: list[float] = []
 
     # -- the client `Triggers` calls ----------------------------------------------------------
 
+    def _within_rate(self, operation: str) -> None:
+        second = int(self.engine.now)
+        done = self._writes_in_second[1] if self._writes_in_second[0] == second else 0
+        if done >= self.writes_per_s:
+            self.throttled += 1
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "rate exceeded"}}, operation)
+        self._writes_in_second = (second, done + 1)
+
     def create_schedule(self, **definition: Any) -> None:
         self._request("scheduler:CreateSchedule")
         self.requests["scheduler:CreateSchedule"] += 1
+        self._within_rate("CreateSchedule")
         if definition["Name"] in self.schedules:
             raise ClientError({"Error": {"Code": "ConflictException", "Message": "exists"}}, "CreateSchedule")
         self._put(definition)
@@ -52,6 +67,7 @@ class Scheduler:
     def update_schedule(self, **definition: Any) -> None:
         self._request("scheduler:UpdateSchedule")
         self.requests["scheduler:UpdateSchedule"] += 1
+        self._within_rate("UpdateSchedule")
         if definition["Name"] not in self.schedules:
             raise ClientError({"Error": {"Code": "ResourceNotFoundException", "Message": "gone"}}, "UpdateSchedule")
         self._put(definition)

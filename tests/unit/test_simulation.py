@@ -49,10 +49,11 @@ def test_with_the_templates_horizon_long_retries_go_through_a_schedule_and_keep_
     assert figures.stopped_by_loop_detection == 0 and figures.sweeper_rearmed == 0 and figures.lost == 0
 
 
-def test_hosts_registering_at_ten_thousand_a_second_are_all_accepted_within_their_retries() -> None:
+@pytest.mark.parametrize("path", ["near", "far"])
+def test_hosts_registering_at_ten_thousand_a_second_are_all_accepted_within_their_retries(path: str) -> None:
     # given 2,000 hosts that each PUT /wakeup/wake within 0.2 s (10,000 a second), on a cold wake
     # function, with the template's route throttle and memory, their clients retrying 429s and 500s
-    scenario = Scenario("registering", 2000, registering_within_s=0.2)
+    scenario = Scenario("registering", 2000, path=path, registering_within_s=0.2)
     # when
     figures = report.figures(run(scenario, from_template()))
     # then API Gateway's throttle refuses none of them, and the first 1,000 environments' cold starts
