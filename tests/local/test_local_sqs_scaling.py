@@ -15,7 +15,7 @@ from localstack_helpers import FIXTURE_DIR, FIXTURE_TEMPLATE, StartStack, fake_m
 from wakeup_local.sqs_poller import batching_of, scaling_of
 from wakeup_local.sqs_scaling import Concurrency, Counters, Sample, Scaling
 from wakeup_local.stack import LocalStack
-from wakeup_local.template import TemplateError
+from wakeup_local.template import Resolver, TemplateError, load_template
 
 # The fixture template: BurstFunction takes one record a batch from BurstQueue, 12 batches at once
 # at most (ScalingConfig.MaximumConcurrency), each taking a quarter of a second.
@@ -209,3 +209,31 @@ def test_a_template_lambda_would_refuse_does_not_start(tmp_path: Path) -> None:
     (tmp_path / "handlers").symlink_to(FIXTURE_DIR / "handlers")
     with pytest.raises(TemplateError, match="WindowFunction.Window: a BatchSize of 50 .* at least 1"):
         LocalStack(tmp_path / "template.yaml", account_minter=fake_minter).start()
+
+
+# --- template.yaml's caller mapping ----------------------------------------------------------------
+
+REPO_TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        # The defaults: 100 pollers ready and at most, ten batches each (the local stack then caps
+        # them at the caller's own bound, as the function's concurrency caps a mapping on Lambda).
+        ({}, Scaling(1000, 1000, 1000)),
+        ({"CallerMinimumPollers": "2", "CallerMaximumPollers": "4"}, Scaling(20, 40, 1000)),
+        # Provisioned mode off: Lambda's default scaling, five batches and 300 more a minute.
+        ({"CallerMinimumPollers": "0"}, Scaling(5, 1250, 300)),
+    ],
+)
+def test_the_callers_mapping_follows_the_templates_poller_and_batch_parameters(
+    overrides: dict[str, str], expected: Scaling
+) -> None:
+    template = load_template(REPO_TEMPLATE)
+    resolver = Resolver(template, stack_name="t", parameter_overrides=overrides)
+    properties = resolver.resolve(template.resources["CallerFunction"]["Properties"]["Events"]["CallerQueueMessages"])[
+        "Properties"
+    ]
+    assert scaling_of("CallerFunction.CallerQueueMessages", properties, function_bound=5000) == expected
+    assert batching_of("CallerFunction.CallerQueueMessages", properties, fifo=False) == (10, 1.0)
