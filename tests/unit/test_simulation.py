@@ -89,3 +89,10 @@ def test_a_near_wakes_instance_writes_cost_what_keys_only_indexes_charge() -> No
     from wakeup_sim.capacity import units_per_instance_write
 
     assert units_per_instance_write() == pytest.approx(5 / 3)
+
+
+def test_a_far_wake_writes_no_more_than_a_near_one_its_early_schedule_looked_at_by_a_read() -> None:
+    # A schedule fires up to a minute and a half early; a refused claim would bill a write unit.
+    usage = report.usage(run(Scenario("steady", 200, path="far", rate_per_s=20, warm=True), from_template()))
+    assert usage.requests["dynamodb:UpdateItem"] == pytest.approx(3.0, rel=0.05)
+    assert usage.requests["scheduler:CreateSchedule"] == pytest.approx(1.0, rel=0.05)
