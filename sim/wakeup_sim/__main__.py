@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="run the scenarios whose name contains this")
     parser.add_argument("--no-plots", action="store_true", help="draw no PNG")
     parser.add_argument("--workers", type=int, default=2, help="processes (scenarios run in parallel)")
+    parser.add_argument("--costs", action="store_true", help="print each scenario's cost per wake, line by line")
     args = parser.parse_args(argv)
     chosen = [s for s in SCENARIOS if not args.only or args.only in s.name]
     plots = None if args.no_plots else PLOTS
@@ -37,15 +38,19 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     print(report.HEADER, flush=True)
     registering: list[report.Figures] = []
+    every: list[report.Figures] = []
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         for scenario, figures in zip(chosen, pool.map(simulate, chosen, [plots] * len(chosen)), strict=True):
             print(report.row(figures), flush=True)
+            every.append(figures)
             if scenario.registering_within_s:
                 registering.append(figures)
     if registering:
         print(f"\n{report.REGISTRATION_HEADER}")
         for figures in registering:
             print(report.registration_row(figures), flush=True)
+    if args.costs and every:
+        print(f"\n{report.costs_table(every)}")
     print(f"\n{len(chosen)} scenarios in {time.monotonic() - started:.0f} s", file=sys.stderr)
     return 0
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import cost
+from bench.stats import table
 from wakeup_sim.api_gateway import ACCEPTED, FAILED, THROTTLED
 from wakeup_sim.scenarios import Outcome, first_calls
 
@@ -38,6 +39,8 @@ class Figures:
     stopped_by_loop_detection: int
     throttled_requests: int
     registrations: "RegistrationFigures"
+    # What a wake cost, line by line (`bench.cost.lines`): `make simulate --costs` prints them.
+    costs: tuple[cost.Line, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,9 +97,14 @@ def usage(outcome: Outcome) -> cost.Usage:
     )
 
 
-def usd_per_million(outcome: Outcome) -> float:
+def cost_lines(outcome: Outcome) -> list[cost.Line]:
+    """What a wake cost, line by line, each function's duration at its own memory."""
     memory = {f.name: f.memory_mb / 1024 for f in outcome.world.functions}
-    return sum(line.usd_per_million for line in cost.lines(usage(outcome), memory))
+    return cost.lines(usage(outcome), memory)
+
+
+def usd_per_million(outcome: Outcome) -> float:
+    return sum(line.usd_per_million for line in cost_lines(outcome))
 
 
 def figures(outcome: Outcome) -> Figures:
@@ -112,6 +120,7 @@ def figures(outcome: Outcome) -> Figures:
         if answered and any(c.started > min(answered) for c in made):
             twice += 1
     requests = usage(outcome)
+    costs = cost_lines(outcome)
     per_wake = sum(requests.requests.values()) + sum(requests.invocations.values()) + requests.api_requests
     return Figures(
         name=outcome.scenario.name,
@@ -124,12 +133,24 @@ def figures(outcome: Outcome) -> Figures:
         overlapping_calls=world.hosts.overlaps,
         peak_concurrency=world.account.peak,
         requests_per_wake=per_wake,
-        usd_per_million=usd_per_million(outcome),
+        usd_per_million=sum(line.usd_per_million for line in costs),
         sweeper_rearmed=outcome.sweeper_rearmed,
         stopped_by_loop_detection=world.event_source.stopped_loops,
         throttled_requests=world.store.metered.throttled,
         registrations=registration_figures(outcome),
+        costs=tuple(costs),
     )
+
+
+def costs_table(scenarios: list[Figures]) -> str:
+    """Each scenario's cost per wake line by line, a column each (as `bench.cost.report` prints)."""
+    rows: list[list[object]] = []
+    for index, first in enumerate(scenarios[0].costs):
+        row: list[object] = [f"{first.item} ({first.unit})"]
+        row += [f"{f.costs[index].quantity:.3g} → ${f.costs[index].usd_per_million:.2f}" for f in scenarios]
+        rows.append(row)
+    rows.append(["**total per million wakes**", *(f"**${f.usd_per_million:.2f}**" for f in scenarios)])
+    return table(["per wake → USD per million wakes", *(f.name for f in scenarios)], rows)
 
 
 HEADER = (

@@ -96,3 +96,27 @@ def test_a_far_wake_writes_no_more_than_a_near_one_its_early_schedule_looked_at_
     usage = report.usage(run(Scenario("steady", 200, path="far", rate_per_s=20, warm=True), from_template()))
     assert usage.requests["dynamodb:UpdateItem"] == pytest.approx(3.0, rel=0.05)
     assert usage.requests["scheduler:CreateSchedule"] == pytest.approx(1.0, rel=0.05)
+
+
+def test_simulate_prints_each_scenarios_cost_line_by_line_adding_up_to_its_figure(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from wakeup_sim.__main__ import main
+
+    assert main(["--only", "one host failing", "--no-plots", "--workers", "1", "--costs"]) == 0
+    printed = capsys.readouterr().out
+    [row] = [line for line in printed.splitlines() if line.startswith("| one host failing")]
+    usd = row.split(" | ")[9]
+    [total] = [line for line in printed.splitlines() if line.startswith("| **total per million wakes**")]
+    assert total == f"| **total per million wakes** | **{usd}** |"
+    lines = [line for line in printed.splitlines() if " → $" in line]
+    assert [line.split(" (")[0] for line in lines][:5] == [
+        "| API Gateway requests",
+        "| Lambda invocations",
+        "| Lambda duration",
+        "| DynamoDB reads",
+        "| DynamoDB writes",
+    ]
+    assert sum(float(line.rsplit("→ $", 1)[1].rstrip(" |")) for line in lines) == pytest.approx(
+        float(usd.lstrip("$")), abs=0.01 * len(lines)
+    )
