@@ -16,8 +16,9 @@ from moto_env import (
 from sample_events import load_event
 
 from wakeup import store as store_module
+from wakeup import sweeper as sweeper_module
 from wakeup.model import Trigger
-from wakeup.store import PENDING_SHARDS, pending_shard
+from wakeup.store import PENDING_SHARDS, Store, _instance_key, pending_shard
 from wakeup.times import epoch_ms, now
 
 URL = "http://127.0.0.1:9/unused"  # nothing is called here
@@ -141,3 +142,36 @@ def test_overdue_wakes_in_every_shard_are_found(
     # then
     assert result == {"overdue": len(lost), "rearmed": len(lost), "failed": 0}
     assert sorted((t for t, _ in env.triggers.sent), key=str) == sorted(lost, key=str)
+
+
+class _ShardUnreadable:
+    """The store's client, answering every BatchGetItem of the first shard read with all its keys
+    unprocessed, as a throttled table may ("BatchGetItem", DynamoDB API reference)."""
+
+    def __init__(self, client: object, unreadable: set[str]) -> None:
+        self._client, self._unreadable = client, unreadable
+
+    def batch_get_item(self, RequestItems: dict[str, dict[str, object]]) -> object:  # noqa: N803
+        [request] = RequestItems.values()
+        if {key["pk"]["S"] for key in request["Keys"]} & self._unreadable:  # type: ignore[attr-defined]
+            return {"Responses": {}, "UnprocessedKeys": RequestItems}
+        return self._client.batch_get_item(RequestItems=RequestItems)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._client, name)
+
+
+def test_a_shard_that_cannot_be_read_leaves_the_other_shards_swept(env: Deployed) -> None:
+    # given two lost wakes in two shards, the first of which the table will not read now
+    unread, kept = env.new_instance(URL), env.new_instance(URL)
+    while int(pending_shard(kept)) <= int(pending_shard(unread)):
+        unread, kept = kept, env.new_instance(URL)
+    for instance_id in (unread, kept):
+        env.new_wake(instance_id, now() - timedelta(minutes=2))
+    client = _ShardUnreadable(env.store.client, {_instance_key(unread)})
+    store = Store(env.settings.table, client, sleep=lambda _: None)
+    # when
+    result = sweeper_module.sweep(store, env.triggers, env.settings, now())
+    # then the other shard's wake is re-armed all the same, and the unread shard counts as failed
+    assert [t.instance_id for t, _ in env.triggers.sent] == [kept]
+    assert (result.rearmed, result.failed) == (1, 1)

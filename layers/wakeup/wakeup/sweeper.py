@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
+from wakeup.errors import UnavailableError
 from wakeup.model import Instance
 from wakeup.observability import Metric, logger, metrics
 from wakeup.settings import Settings
@@ -30,7 +31,7 @@ class Sweep:
 
     overdue: int
     rearmed: int
-    failed: int
+    failed: int  # wakes that could not be re-armed, and shards that could not be read
 
 
 def sweep(store: Store, triggers: Triggers, settings: Settings, now: datetime) -> Sweep:
@@ -38,7 +39,16 @@ def sweep(store: Store, triggers: Triggers, settings: Settings, now: datetime) -
     before = now - timedelta(seconds=settings.sweep_grace_s)
     overdue = rearmed = failed = 0
     for shard in range(PENDING_SHARDS):
-        for instance in store.overdue(shard, before):
+        try:
+            found = store.overdue(shard, before)
+        except (ClientError, BotoCoreError, UnavailableError):
+            # A shard the table will not read now (throttled, its keys left unprocessed) must not
+            # keep the shards after it unswept; it counts as one failure, and the next sweep reads
+            # it again.
+            failed += 1
+            logger.exception("a shard of the pending-wakes index could not be read", shard=shard)
+            continue
+        for instance in found:
             overdue += 1
             try:
                 if _rearm(store, triggers, instance, now):
