@@ -8,7 +8,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from wakeup.factories import get_store, get_triggers
 from wakeup.observability import logger, metrics, tracer
 from wakeup.settings import get_settings
-from wakeup.sweeper import publish, sweep
+from wakeup.sweeper import UnreadShardsError, publish, sweep
 from wakeup.times import now
 
 # Read at import, Lambda's init: invalid settings fail the init with the reason, never a request.
@@ -19,7 +19,11 @@ get_settings()
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    result = sweep(get_store(), get_triggers(), get_settings(), now())
+    try:
+        result = sweep(get_store(), get_triggers(), get_settings(), now())
+    except UnreadShardsError as unswept:
+        publish(unswept.result)  # what the other shards' sweep re-armed still counts
+        raise
     publish(result)
     logger.info("sweep done", overdue=result.overdue, rearmed=result.rearmed, failed=result.failed)
     return asdict(result)

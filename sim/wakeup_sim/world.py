@@ -19,7 +19,7 @@ from typing import Any
 from wakeup.delivery import Caller, Source, parse_trigger
 from wakeup.model import Trigger
 from wakeup.observability import logger
-from wakeup.sweeper import sweep
+from wakeup.sweeper import UnreadShardsError, sweep
 from wakeup.tokens import hash_token
 from wakeup.triggers import Triggers
 from wakeup.wakes import register_wake
@@ -183,7 +183,12 @@ class World:
         register_wake(self.store, self.triggers, wake.instance_id, datetime.fromtimestamp(at, UTC), self.engine.clock())
 
     def _sweeper_handler(self, _: Any) -> None:
-        self.sweeper_rearmed += sweep(self.store, self.triggers, self.deployment.settings, self.engine.clock()).rearmed
+        try:
+            result = sweep(self.store, self.triggers, self.deployment.settings, self.engine.clock())
+        except UnreadShardsError as unswept:  # the function fails, after sweeping the other shards
+            self.sweeper_rearmed += unswept.result.rearmed
+            raise
+        self.sweeper_rearmed += result.rearmed
 
     def _sweep_tick(self) -> None:
         self.sweeps += 1

@@ -34,18 +34,27 @@ class Sweep:
     failed: int  # wakes that could not be re-armed, and shards that could not be read
 
 
+class UnreadShardsError(Exception):
+    """Raised after a sweep that could not read some shards: the sweep still fails (its alarm
+    watches function errors), but only once the other shards are swept; `result` says what it did."""
+
+    def __init__(self, result: Sweep, shards: list[int]) -> None:
+        super().__init__(f"shards of the pending-wakes index not read: {shards}")
+        self.result = result
+
+
 def sweep(store: Store, triggers: Triggers, settings: Settings, now: datetime) -> Sweep:
     """Re-arms every pending wake overdue by more than the grace, shard by shard."""
     before = now - timedelta(seconds=settings.sweep_grace_s)
     overdue = rearmed = failed = 0
+    unread: list[int] = []
     for shard in range(PENDING_SHARDS):
         try:
             found = store.overdue(shard, before)
         except (ClientError, BotoCoreError, UnavailableError):
-            # A shard the table will not read now (throttled, its keys left unprocessed) must not
-            # keep the shards after it unswept; it counts as one failure, and the next sweep reads
-            # it again.
-            failed += 1
+            # A shard the table will not read now (a throttled query, keys BatchGetItem leaves
+            # unprocessed) must not leave the shards after it unswept; the next sweep reads it again.
+            unread.append(shard)
             logger.exception("a shard of the pending-wakes index could not be read", shard=shard)
             continue
         for instance in found:
@@ -58,7 +67,10 @@ def sweep(store: Store, triggers: Triggers, settings: Settings, now: datetime) -
                 # overdue, so the next sweep tries it again.
                 failed += 1
                 logger.exception("overdue wake could not be re-armed", instance_id=instance.id)
-    return Sweep(overdue=overdue, rearmed=rearmed, failed=failed)
+    result = Sweep(overdue=overdue, rearmed=rearmed, failed=failed + len(unread))
+    if unread:
+        raise UnreadShardsError(result, unread)
+    return result
 
 
 def _rearm(store: Store, triggers: Triggers, instance: Instance, now: datetime) -> bool:
