@@ -7,6 +7,7 @@ a hundred thousand wakes take seconds of real time and interleave as concurrent 
 
 import heapq
 import itertools
+from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -94,23 +95,94 @@ class Signal:
         self.engine.wait_parked()
 
 
+class Machine:
+    """One computer's cores, shared by every process on it (the local stack: moto, the stack's own
+    process and every execution environment), as an operating system shares them: every piece of
+    work under way progresses at once, each at most on one core, at an equal share of the cores
+    (processor sharing). `speed` is the share of a core the machine's other work leaves."""
+
+    def __init__(self, engine: Engine, cores: int, speed: float = 1.0) -> None:
+        self.engine = engine
+        self.speed = speed
+        self.capacity = max(cores, 1) * speed
+        self._jobs: dict[int, list[Any]] = {}  # id -> [work left in core-seconds, resume]
+        self._ids = itertools.count()
+        self._updated = engine.now
+        self._version = 0
+
+    def run(self, seconds: float) -> None:
+        """Does `seconds` of one core's work (from a task), sharing the cores with the rest."""
+        self._advance()
+        self._jobs[next(self._ids)] = [seconds, self.engine.park()]
+        self._reschedule()
+        self.engine.wait_parked()
+
+    def _rate(self) -> float:
+        return min(self.speed, self.capacity / len(self._jobs)) if self._jobs else 0.0
+
+    def _advance(self) -> None:
+        done = (self.engine.now - self._updated) * self._rate()
+        if done:
+            for job in self._jobs.values():
+                job[0] -= done
+        self._updated = self.engine.now
+
+    def _reschedule(self) -> None:
+        self._version += 1
+        if self._jobs:
+            least = min(job[0] for job in self._jobs.values())
+            self.engine.at(self.engine.now + max(least, 0.0) / self._rate(), self._finish, self._version)
+
+    def _finish(self, version: int) -> None:
+        if version != self._version:
+            return  # the work under way changed since: another finish is scheduled
+        self._advance()
+        # Done within a microsecond's work: the clock (epoch seconds in a float) resolves no finer.
+        threshold = self._rate() * 1e-6
+        for key in [key for key, job in self._jobs.items() if job[0] <= threshold]:
+            self._jobs.pop(key)[1]()
+        self._reschedule()
+
+
 class Cpu:
-    """One execution environment's processor, first come first served, at a fraction of a vCPU.
+    """One process's processor, first come first served, at a fraction of a vCPU.
 
     Lambda gives a function CPU in proportion to its memory, a full vCPU at 1,769 MB ("Configure
     Lambda function memory", Lambda developer guide); Python runs one thread at a time, so more
-    than one vCPU does not help the caller.
+    than one vCPU does not help the caller. On one `machine` (the local stack), the process's work
+    also shares the machine's cores with every other process's.
     """
 
-    def __init__(self, engine: Engine, speed: float) -> None:
+    def __init__(self, engine: Engine, speed: float, machine: Machine | None = None) -> None:
         self.engine = engine
         self.speed = speed
+        self.machine = machine
         self.free_at = 0.0
         self.busy_s = 0.0
+        self._busy = False
+        self._waiting: deque[Callable[[], None]] = deque()
 
     def use(self, seconds_at_one_vcpu: float) -> None:
-        start = max(self.engine.now, self.free_at)
         took = seconds_at_one_vcpu / self.speed
+        if self.machine is not None:
+            self._share(took)
+            return
+        start = max(self.engine.now, self.free_at)
         self.free_at = start + took
         self.busy_s += took
         self.engine.sleep(self.free_at - self.engine.now)
+
+    def _share(self, took: float) -> None:
+        """One thread at a time in this process: after the work before it, on the machine's cores."""
+        if self._busy:
+            self._waiting.append(self.engine.park())
+            self.engine.wait_parked()
+        else:
+            self._busy = True
+        assert self.machine is not None
+        self.machine.run(took)
+        self.busy_s += took
+        if self._waiting:
+            self._waiting.popleft()()  # the next one runs: the process stays busy
+        else:
+            self._busy = False

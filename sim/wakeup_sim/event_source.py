@@ -10,6 +10,7 @@ Amazon SQS"); records reported in `batchItemFailures` stay on the queue, the res
 stops invoking for the message unless the function's RecursiveLoop is Allow.
 """
 
+import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,6 +50,12 @@ class EventSource:
     idle_poll_s: float = 0.0
     _began: float = 0.0
     on_stopped_loop: Callable[[Message], None] = lambda message: None
+    receive_latency_s: float = aws.RECEIVE_LATENCY_S
+    # A poller that found the queue empty looks again this often (0: it learns of messages at once).
+    poll_interval_s: float = 0.0
+    # The CPU a batch costs the event source (receive and delete), given the batch's size.
+    batch_work: Callable[[int], None] = lambda size: None
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
 
     def begin(self) -> None:
         self.target = float(self.start)
@@ -103,15 +110,18 @@ class EventSource:
         while index <= int(self.target):
             if self.queue.visible() == 0:
                 self._wait_idle()
+                if self.poll_interval_s:
+                    # Its next look, somewhere within its polling interval.
+                    self.engine.sleep(self.rng.random() * self.poll_interval_s)
                 continue
-            self.engine.sleep(aws.RECEIVE_LATENCY_S)
+            self.engine.sleep(self.receive_latency_s)
             batch = self.queue.receive(min(self.batch_size, MAX_RECEIVE))
             if not batch:
                 continue
             deadline = self.engine.now + self.window_s
             while len(batch) < self.batch_size:
                 if self.queue.visible():
-                    self.engine.sleep(aws.RECEIVE_LATENCY_S)
+                    self.engine.sleep(self.receive_latency_s)
                     batch += self.queue.receive(min(self.batch_size - len(batch), MAX_RECEIVE))
                 elif self.engine.now < deadline:
                     self._wait_visible(deadline)
@@ -119,6 +129,7 @@ class EventSource:
                     # The long poll that waited out the batching window ends empty.
                     self.queue.requests["sqs:ReceiveMessage"] += 1
                     break
+            self.batch_work(len(batch))
             self._invoke(batch)
         self.pollers -= 1
 
@@ -144,10 +155,20 @@ class EventSource:
         self.queue.delete([message for message in batch if message.id not in failed])
 
 
-def for_deployment(engine: Engine, queue: Queue, function: Function, deployment: Any, warm: bool) -> EventSource:
-    """The caller's mapping as the template configures it, cold (five batches) or already scaled."""
+def for_deployment(
+    engine: Engine,
+    queue: Queue,
+    function: Function,
+    deployment: Any,
+    warm: bool,
+    scaling: tuple[int, int, float] | None = None,
+) -> EventSource:
+    """The caller's mapping as the template configures it, cold (five batches) or already scaled;
+    or with `scaling` (initial batches, most, more a minute): the local stack's poller."""
     resting = aws.ESM_INITIAL_CONCURRENCY
-    if deployment.minimum_pollers is not None:
+    if scaling is not None:
+        floor, cap, scale = scaling[0], scaling[1], scaling[2] / 60
+    elif deployment.minimum_pollers is not None:
         floor = aws.INVOCATIONS_PER_POLLER * deployment.minimum_pollers
         # Each of the minimum pollers long-polls the queue; each runs up to 10 invocations.
         resting = deployment.minimum_pollers

@@ -32,6 +32,7 @@ class Hosts:
     median_s: float = 0.1
     sigma: float = 0.6
     round_trip_s: float = 0.03
+    call_cpu_s: float = aws.HOST_CALL_CPU_S
     down: set[str] = field(default_factory=set)
     hanging: set[str] = field(default_factory=set)
     failing_until: dict[str, float] = field(default_factory=dict)
@@ -47,7 +48,7 @@ class Hosts:
         if self.in_flight.get(instance_id, 0):
             self.overlaps += 1
         self.in_flight[instance_id] = self.in_flight.get(instance_id, 0) + 1
-        self.cpus.use(aws.HOST_CALL_CPU_S)
+        self.cpus.use(self.call_cpu_s)
         started = self.engine.now  # the request leaves: what the host sees, less the network
         if url in self.hanging:
             self.engine.sleep(timeout_s)
@@ -56,7 +57,7 @@ class Hosts:
             self.engine.sleep(self.round_trip_s)
             outcome = CallOutcome(None, "connection refused")
         else:
-            answer = self.median_s * math.exp(self.sigma * self.rng.gauss(0, 1))
+            answer = self.median_s * math.exp(self.sigma * self.rng.gauss(0, 1)) if self.sigma else self.median_s
             if answer >= timeout_s:
                 self.engine.sleep(timeout_s)
                 outcome = CallOutcome(None, f"timed out after {timeout_s:g} s")

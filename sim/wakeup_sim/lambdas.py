@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wakeup_sim import deployment as aws
-from wakeup_sim.engine import Cpu, Engine
+from wakeup_sim.engine import Cpu, Engine, Machine
 from wakeup_sim.throughput import Bucket, Cpus
 
 
@@ -47,6 +47,10 @@ class Function:
     memory_mb: int
     handler: Callable[[Any], Any]
     init_s_at_one_vcpu: float = aws.INIT_S_AT_ONE_VCPU
+    invocation_cpu_s: float = aws.INVOCATION_CPU_S
+    # On one machine (the local stack): its environments are processes sharing its cores, each
+    # up to a full core.
+    machine: Machine | None = None
     idle: list[Environment] = field(default_factory=list)
     running: int = 0
     peak: int = 0
@@ -58,11 +62,14 @@ class Function:
 
     @property
     def vcpus(self) -> float:
-        return min(self.memory_mb / aws.MB_PER_VCPU, 1.0)
+        return 1.0 if self.machine is not None else min(self.memory_mb / aws.MB_PER_VCPU, 1.0)
+
+    def _environment(self) -> Environment:
+        return Environment(Cpu(self.engine, self.vcpus, self.machine))
 
     def warm(self, count: int) -> None:
         """Environments already initialised (a function that served recently)."""
-        self.idle.extend(Environment(Cpu(self.engine, self.vcpus)) for _ in range(count))
+        self.idle.extend(self._environment() for _ in range(count))
 
     def invoke(self, payload: Any, hops: int = 0) -> Any:
         """A synchronous invocation from a task: the handler's result, or its exception raised.
@@ -84,11 +91,11 @@ class Function:
             environment = self.idle.pop()
         else:
             self.cold_starts += 1
-            environment = Environment(Cpu(self.engine, self.vcpus))
+            environment = self._environment()
             environment.cpu.use(self.init_s_at_one_vcpu)
         self.cpus.bind(environment.cpu, hops)
         try:
-            environment.cpu.use(aws.INVOCATION_CPU_S)
+            environment.cpu.use(self.invocation_cpu_s)
             return self.handler(payload)
         except Exception:
             self.errors += 1

@@ -9,6 +9,7 @@ from typing import Any
 
 from wakeup_sim.deployment import Deployment
 from wakeup_sim.hosts import Call
+from wakeup_sim.profile import AWS, Profile
 from wakeup_sim.world import Wake, World, counted_logs
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z, a whole minute
@@ -45,10 +46,10 @@ class Outcome:
     sweeper_rearmed: int
 
 
-def run(scenario: Scenario, deployment: Deployment) -> Outcome:
+def run(scenario: Scenario, deployment: Deployment, profile: Profile = AWS) -> Outcome:
     deployment = deployment.but(**scenario.levers)
     with counted_logs() as logs:
-        world = World(deployment, start=T0, seed=scenario.seed, warm=scenario.warm)
+        world = World(deployment, start=T0, seed=scenario.seed, warm=scenario.warm, profile=profile)
         wakes = world.instances(scenario.wakes)
         rng = world.rng
         lead = FAR_LEAD_S if scenario.path == "far" else NEAR_LEAD_S

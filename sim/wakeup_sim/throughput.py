@@ -7,9 +7,10 @@ from typing import Any
 
 from greenlet import getcurrent
 
-from wakeup_sim.deployment import AWS_REQUEST_CPU_S, DYNAMODB_LATENCY_S, PARTITION_WRITE_UNITS_PER_S, Deployment
+from wakeup_sim.deployment import PARTITION_WRITE_UNITS_PER_S, Deployment
 from wakeup_sim.dynamodb import Io
 from wakeup_sim.engine import Cpu, Engine
+from wakeup_sim.profile import AWS, Profile
 
 
 class Bucket:
@@ -65,16 +66,24 @@ class DynamoDbIo(Io):
     throughput and each partition key's in its indexes (an index that cannot take its write
     throttles the table's write: "back-pressure", DynamoDB developer guide)."""
 
-    def __init__(self, engine: Engine, cpus: Cpus, deployment: Deployment, rng: random.Random) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        cpus: Cpus,
+        deployment: Deployment,
+        rng: random.Random,
+        profile: Profile = AWS,
+        service: Cpu | None = None,
+    ) -> None:
         self.engine, self.cpus, self.rng = engine, cpus, rng
+        self._request = timed(engine, cpus, profile.dynamodb_latency_s, rng, profile, service)
         self.writes = Bucket(deployment.table_write_units_per_s, deployment.table_write_units_per_s, engine.now)
         self.reads = Bucket(deployment.table_read_units_per_s, deployment.table_read_units_per_s, engine.now)
         rate = PARTITION_WRITE_UNITS_PER_S
         self.partitions: dict[tuple[str, Any], Bucket] = defaultdict(lambda: Bucket(rate, rate, self.engine.now))
 
     def request(self, operation: str) -> None:
-        self.cpus.use(AWS_REQUEST_CPU_S)
-        self.engine.sleep(DYNAMODB_LATENCY_S * (0.7 + 0.6 * self.rng.random()))
+        self._request(operation)
 
     def admit(self, reads: float, writes: int, index_writes: list[tuple[str, Any, int]]) -> bool:
         now = self.engine.now
@@ -89,11 +98,24 @@ class DynamoDbIo(Io):
         self.engine.sleep(self.rng.random() * min(2 ** (attempt - 1), 20))
 
 
-def timed(engine: Engine, cpus: Cpus, latency_s: float, rng: random.Random) -> Callable[[str], None]:
-    """A request to an AWS service other than DynamoDB: the caller's CPU and a round trip."""
+def timed(
+    engine: Engine,
+    cpus: Cpus,
+    latency_s: float,
+    rng: random.Random,
+    profile: Profile = AWS,
+    service: Cpu | None = None,
+) -> Callable[[str], None]:
+    """A request to an AWS service: the caller's CPU, the service's own (moto's, on one machine),
+    and a round trip."""
+    cpu_s = profile.aws_request_cpu_s
+    service_cpu_s = profile.service_cpu_s or 0.0
 
     def request(_: str) -> None:
-        cpus.use(AWS_REQUEST_CPU_S)
-        engine.sleep(latency_s * (0.7 + 0.6 * rng.random()))
+        cpus.use(cpu_s)
+        if service is not None:
+            service.use(service_cpu_s)
+        if latency_s:
+            engine.sleep(latency_s * (0.7 + 0.6 * rng.random()))
 
     return request

@@ -10,7 +10,7 @@ import io
 import json
 import random
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,14 +23,14 @@ from wakeup.sweeper import UnreadShardsError, sweep
 from wakeup.tokens import hash_token
 from wakeup.triggers import Triggers
 from wakeup.wakes import register_wake
-from wakeup_sim import deployment as aws
 from wakeup_sim.api_gateway import ROUTE, ApiGateway, Registration, register_with_retries
 from wakeup_sim.deployment import Deployment
 from wakeup_sim.dynamodb import MemoryStore
-from wakeup_sim.engine import Engine
+from wakeup_sim.engine import Cpu, Engine, Machine
 from wakeup_sim.event_source import EventSource, for_deployment
 from wakeup_sim.hosts import Hosts
 from wakeup_sim.lambdas import Account, Function
+from wakeup_sim.profile import AWS, Profile
 from wakeup_sim.scheduler import Scheduler
 from wakeup_sim.sqs import Message, Queue, SqsClient
 from wakeup_sim.throughput import Cpus, DynamoDbIo, timed
@@ -76,6 +76,7 @@ class World:
     start: float
     seed: int = 1
     warm: bool = False
+    profile: Profile = AWS
     engine: Engine = field(init=False)
     rng: random.Random = field(init=False)
 
@@ -83,30 +84,46 @@ class World:
         self.engine = Engine(self.start)
         self.rng = random.Random(self.seed)
         self.cpus = Cpus()
-        d = self.deployment
-        self.store = MemoryStore(d.indexes, DynamoDbIo(self.engine, self.cpus, d, self.rng), self.rng)
+        d, p = self.deployment, self.profile
+        # On one machine (the local stack): its cores, moto's process and the stack's own.
+        machine = Machine(self.engine, p.cores, p.core_speed) if p.cores else None
+        service = Cpu(self.engine, 1.0, machine) if p.service_cpu_s is not None else None
+        stack_process = Cpu(self.engine, 1.0, machine)
+        io = DynamoDbIo(self.engine, self.cpus, d, self.rng, p, service)
+        self.store = MemoryStore(d.indexes, io, self.rng)
         self.queue = Queue(self.engine, d.visibility_timeout_s, d.max_receive_count, latency_s=0.0)
         self.account = Account(d.account_concurrency)
-        self.caller_function = Function(
-            self.engine, self.cpus, self.account, "CallerFunction", d.caller_memory_mb, self._caller_handler
-        )
-        self.wake_function = Function(
-            self.engine, self.cpus, self.account, "WakeFunction", d.wake_memory_mb, self._wake_handler
-        )
-        self.sweeper_function = Function(
-            self.engine, self.cpus, self.account, "SweeperFunction", d.sweeper_memory_mb, self._sweeper_handler
-        )
+
+        def function(name: str, memory_mb: int, handler: Callable[[Any], Any]) -> Function:
+            return Function(
+                self.engine,
+                self.cpus,
+                self.account,
+                name,
+                memory_mb,
+                handler,
+                init_s_at_one_vcpu=p.init_cpu_s,
+                invocation_cpu_s=p.invocation_cpu_s,
+                machine=machine,
+            )
+
+        self.caller_function = function("CallerFunction", d.caller_memory_mb, self._caller_handler)
+        self.wake_function = function("WakeFunction", d.wake_memory_mb, self._wake_handler)
+        self.sweeper_function = function("SweeperFunction", d.sweeper_memory_mb, self._sweeper_handler)
         self.functions = [self.caller_function, self.wake_function, self.sweeper_function]
         self.scheduler = Scheduler(
             self.engine,
             self.caller_function,
             d.scheduler_invocations_per_s,
             self.rng,
-            timed(self.engine, self.cpus, aws.SCHEDULER_LATENCY_S, self.rng),
+            timed(self.engine, self.cpus, p.scheduler_latency_s, self.rng, p, service),
         )
-        sqs = SqsClient(self.queue, timed(self.engine, self.cpus, aws.SQS_LATENCY_S, self.rng), self.cpus.hops)
+        sqs_request = timed(self.engine, self.cpus, p.sqs_latency_s, self.rng, p, service)
+        sqs = SqsClient(self.queue, sqs_request, self.cpus.hops)
         self.triggers = Triggers(d.settings, sqs=sqs, scheduler=self.scheduler, clock=self.engine.clock)
-        self.hosts = Hosts(self.engine, self.cpus, self.rng)
+        self.hosts = Hosts(
+            self.engine, self.cpus, self.rng, median_s=p.host_median_s, sigma=p.host_sigma, call_cpu_s=p.host_call_cpu_s
+        )
         self.caller = Caller(
             self.store,
             self.triggers,
@@ -115,8 +132,21 @@ class World:
             clock=self.engine.clock,
             sleep=self.engine.sleep,
         )
-        self.event_source: EventSource = for_deployment(self.engine, self.queue, self.caller_function, d, self.warm)
+        self.event_source: EventSource = for_deployment(
+            self.engine, self.queue, self.caller_function, d, self.warm, p.scaling
+        )
         self.event_source.on_stopped_loop = self._stopped_loop
+        self.event_source.receive_latency_s = p.receive_latency_s
+        self.event_source.poll_interval_s = p.poll_interval_s
+        self.event_source.rng = self.rng
+        if p.batch_cpu_s or p.message_cpu_s or p.batch_service_cpu_s:
+
+            def batch_work(size: int) -> None:
+                stack_process.use(p.batch_cpu_s + size * p.message_cpu_s)
+                if service is not None:
+                    service.use(p.batch_service_cpu_s)
+
+            self.event_source.batch_work = batch_work
         self.stopped_loops: list[str] = []
         self.sweeps = 0
         self.api_requests = 0

@@ -1,0 +1,241 @@
+"""The local stack's profile for the simulator, measured on this machine.
+
+`measure()` starts a real local stack (`wakeup_local.LocalStack`: moto in its process, the caller
+in execution environments, the SQS poller) with one caller environment, and a loopback host. It
+delivers wakes through it in three rounds: one wake (the caller's cold start), wakes a second and
+a half apart (a batch each) and a burst at one second (batches of ten). Around each round it reads
+the CPU time each process used (`/proc/<pid>/stat` for moto and the environment, `process_time`
+for the stack's own process, which also serves the host): CPU time, not wall time, so that other
+work on the machine does not skew it. Each process's CPU is then split into a part per batch and a
+part per wake (two rounds, two unknowns), after its idle rate (the poller's polling) is taken off.
+
+What it returns is a `Profile` in the simulator's terms: init CPU of a cold start, CPU per
+invocation and per request in the caller, moto's CPU per request, the event source's CPU per batch
+and per message; the machine's cores; the local poller's polling interval and Lambda's scaling as
+the local stack bounds it (read from `wakeup_local`, which are the stack's own settings).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy
+
+from bench.workload import Api, Host
+from wakeup.times import format_time
+from wakeup_local.functions import CONCURRENCY_ENV, DEFAULT_CONCURRENCY
+from wakeup_local.request_counter import COUNTS_PATH
+from wakeup_local.sqs_poller import POLL_INTERVAL_S
+from wakeup_local.sqs_scaling import Scaling
+from wakeup_local.stack import SWEEP_PERIOD_ENV, LocalStack
+from wakeup_sim.deployment import ROOT
+from wakeup_sim.profile import Profile
+
+CALLER = "CallerFunction"
+SPREAD_WAKES = 12
+SPREAD_EVERY_S = 1.0
+BURST_WAKES = 60
+IDLE_S = 3.0
+# How long ahead the wakes of a round are due: registering them must be over by then.
+LEAD_S = 4.0
+ROUND_TIMEOUT_S = 120.0
+# After the last call: time for the caller to record it and the poller to delete its messages.
+SETTLE_S = 1.5
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int) -> float:
+    """The CPU time (user and system) a process has used, its threads that ended included."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def moto_pid() -> int:
+    """moto's process: the child of this one that serves it."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            parent = int(Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()[1])
+            command = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == os.getpid() and b"wakeup_local.moto_process" in command:
+            return int(entry)
+    raise RuntimeError("moto's process was not found among this process's children")
+
+
+@dataclass(frozen=True)
+class Round:
+    """A round of deliveries (or of nothing: the stack idle), and the CPU each process used."""
+
+    wakes: int
+    batches: int
+    requests: int  # the functions' AWS requests (moto's counter)
+    seconds: float
+    moto_s: float
+    caller_s: float
+    stack_s: float
+    cold_starts: int = 0
+
+
+@dataclass(frozen=True)
+class Measured:
+    profile: Profile
+    rounds: list[Round]
+    loadavg: tuple[float, float, float]
+
+
+def fit(rounds: list[Round], part: str, terms: list[str]) -> dict[str, float]:
+    """The CPU per unit of each term (`batches`, `wakes`, `seconds`, `cold_starts`) that best
+    explains each round's CPU in `part`, by least squares; a term that comes out negative (noise)
+    is left out and the rest fitted again."""
+    kept = list(terms)
+    while True:
+        matrix = numpy.array([[float(getattr(r, term)) for term in kept] for r in rounds])
+        target = numpy.array([getattr(r, part) for r in rounds])
+        solution = numpy.linalg.lstsq(matrix, target, rcond=None)[0]
+        negative = [term for term, value in zip(kept, solution, strict=True) if value < 0]
+        if not negative:
+            fitted = dict(zip(kept, (float(value) for value in solution), strict=True))
+            return {term: fitted.get(term, 0.0) for term in terms}
+        kept.remove(negative[0])
+
+
+class _Bench:
+    """The local stack, one caller environment, a loopback host, and the meters read around a round."""
+
+    def __init__(self, stack: LocalStack, host: Host) -> None:
+        self.stack, self.host = stack, host
+        self.api = Api(stack.url, stack.account_token)
+        self.moto = moto_pid()
+        self.made = 0
+
+    def caller_s(self) -> float:
+        pids = self.stack.functions.by_logical_id(CALLER).pool.pids()
+        return sum(cpu_s(pid) for pid in pids)
+
+    def counters(self) -> tuple[int, int]:
+        found = self.stack.event_source_counters()
+        return sum(c.batches for c in found.values()), sum(c.messages for c in found.values())
+
+    def idle(self) -> Round:
+        """The stack with nothing to do: its poller's polling."""
+        moto, own, started = cpu_s(self.moto), time.process_time(), time.monotonic()
+        time.sleep(IDLE_S)
+        seconds = time.monotonic() - started
+        return Round(0, 0, 0, seconds, cpu_s(self.moto) - moto, 0.0, time.process_time() - own)
+
+    def deliver(self, dues: list[float]) -> Round:
+        """Wakes due at `dues` (seconds from now): registered, then delivered, and what they cost."""
+        paths, tokens = [], []
+        for _ in dues:
+            path = f"/m{self.made}"
+            self.made += 1
+            _, token, _ = self.api.register(f"{self.host.url}{path}")
+            paths.append(path)
+            tokens.append(token)
+        start = time.time() + LEAD_S
+        for token, due in zip(tokens, dues, strict=True):
+            self.api.wake(token, format_time_at(start + due))
+        batches, _ = self.counters()
+        environments = self.stack.functions.by_logical_id(CALLER).pool.size
+        requests = functions_requests(self.stack.endpoint_url)
+        moto, caller, own, began = cpu_s(self.moto), self.caller_s(), time.process_time(), time.monotonic()
+        if not self.host.wait_for(paths, 1, time.monotonic() + LEAD_S + max(dues) + ROUND_TIMEOUT_S):
+            raise RuntimeError("the measuring round's wakes were not all called")
+        time.sleep(SETTLE_S)
+        seconds = time.monotonic() - began
+        return Round(
+            wakes=len(dues),
+            batches=self.counters()[0] - batches,
+            requests=functions_requests(self.stack.endpoint_url) - requests,
+            seconds=seconds,
+            moto_s=cpu_s(self.moto) - moto,
+            caller_s=self.caller_s() - caller,
+            stack_s=time.process_time() - own,
+            cold_starts=self.stack.functions.by_logical_id(CALLER).pool.size - environments,
+        )
+
+
+def format_time_at(epoch: float) -> str:
+    return format_time(datetime.fromtimestamp(epoch, UTC))
+
+
+def functions_requests(endpoint_url: str) -> int:
+    """The AWS requests the functions have made so far (moto's counter)."""
+    with urllib.request.urlopen(endpoint_url + COUNTS_PATH, timeout=10) as reply:
+        return sum(json.load(reply).values())
+
+
+@contextmanager
+def _local_stack() -> Iterator[_Bench]:
+    env = {SWEEP_PERIOD_ENV: "86400"}
+    with tempfile.TemporaryFile("w+") as function_log, Host() as host:
+        stack = LocalStack(ROOT / "template.yaml", env=env, function_log=function_log)
+        with stack:
+            yield _Bench(stack, host)
+
+
+def concurrency() -> int:
+    """The local stack's bound on a function's environments (`WAKEUP_LOCAL_CONCURRENCY`)."""
+    return int(os.environ.get(CONCURRENCY_ENV) or DEFAULT_CONCURRENCY)
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def measure() -> Measured:
+    """Measures the local stack on this machine (under a minute) and returns its profile."""
+    loadavg = os.getloadavg()
+    # The stack's own bound on the caller's environments, so that a burst runs as many at once,
+    # each as busy, as the bursts it is compared with.
+    with _local_stack() as bench:
+        rounds = [
+            bench.idle(),
+            bench.deliver([0.0]),
+            bench.deliver([i * SPREAD_EVERY_S for i in range(SPREAD_WAKES)]),
+            bench.deliver([0.0] * BURST_WAKES),  # cold: it starts more environments
+            bench.deliver([0.0] * BURST_WAKES),  # warm (mostly)
+        ]
+    delivering = rounds[1:]
+    caller = fit(delivering, "caller_s", ["cold_starts", "batches", "wakes"])
+    # A cold start costs the stack's process too (it starts the environment's process).
+    moto = fit(rounds, "moto_s", ["batches", "wakes", "seconds"])
+    stack = fit(rounds, "stack_s", ["cold_starts", "batches", "wakes", "seconds"])
+    # The caller's AWS requests per wake, as moto counted them (the poller's are not counted).
+    requests_per_wake = sum(r.requests for r in delivering) / sum(r.wakes for r in delivering)
+    scaling = Scaling.standard(None, concurrency())
+    profile = Profile(
+        "local",
+        init_cpu_s=caller["cold_starts"] + stack["cold_starts"],
+        invocation_cpu_s=caller["batches"],
+        # The caller's CPU per wake, shared out over its requests and its host call.
+        aws_request_cpu_s=caller["wakes"] / (requests_per_wake + 1),
+        host_call_cpu_s=caller["wakes"] / (requests_per_wake + 1),
+        dynamodb_latency_s=0.0,
+        sqs_latency_s=0.0,
+        scheduler_latency_s=0.0,
+        receive_latency_s=0.0,
+        host_median_s=0.0,
+        host_sigma=0.0,
+        cores=cores(),
+        idle_cores=moto["seconds"] + stack["seconds"],
+        service_cpu_s=moto["wakes"] / requests_per_wake,
+        batch_service_cpu_s=moto["batches"],
+        batch_cpu_s=stack["batches"],
+        message_cpu_s=stack["wakes"],
+        poll_interval_s=POLL_INTERVAL_S,
+        scaling=(scaling.initial, scaling.maximum, scaling.per_minute),
+    )
+    return Measured(profile, rounds, loadavg)
