@@ -84,3 +84,9 @@ clean:
 .PHONY: simulate
 simulate: $(STAMP)
 	PYTHONPATH=. $(BIN)/python -m wakeup_sim
+
+# The simulator against the local stack: measures the local stack's profile on this machine, runs
+# the same bursts on the local stack and in the simulator, and prints both (docs/scaling.md).
+.PHONY: calibrate
+calibrate: $(STAMP)
+	PYTHONPATH=. $(BIN)/python -m wakeup_sim --calibrate

@@ -204,7 +204,8 @@ class BenchStack:
             text=True,
         )
         self._lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
         info = self._answer(START_TIMEOUT_S)
         self.url = str(info["url"])
         self.account_token = str(info["account_token"])
@@ -255,6 +256,10 @@ class BenchStack:
             except subprocess.TimeoutExpired:
                 self._process.terminate()
                 self._process.wait(timeout=10)
+        # The reader ends at the pipe's end, once the process has exited; then the pipe is closed.
+        self._reader.join(timeout=10)
+        if self._process.stdout is not None and not self._reader.is_alive():
+            self._process.stdout.close()
         self._stderr.close()
         self.reports = read_reports(Path(self._output.name))
         Path(self._output.name).unlink(missing_ok=True)

@@ -49,7 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     registering: list[report.Figures] = []
     every: list[report.Figures] = []
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        for scenario, figures in zip(chosen, pool.map(simulate, chosen, [plots] * len(chosen)), strict=True):
+        # The largest first, so that the workers finish together; the rows print in order.
+        futures = {
+            scenario.name: pool.submit(simulate, scenario, plots)
+            for scenario in sorted(chosen, key=lambda s: s.wakes, reverse=True)
+        }
+        for scenario in chosen:
+            figures = futures[scenario.name].result()
             print(report.row(figures), flush=True)
             every.append(figures)
             if scenario.registering_within_s:

@@ -30,15 +30,16 @@ class Engine:
 
     def spawn(self, task: Callable[..., Any], *args: Any, when: float | None = None) -> None:
         """Runs `task(*args)` as a task of its own, which may wait (`sleep`, `Signal.wait`)."""
-        runner = greenlet(lambda: task(*args), parent=self._hub)
-        self.at(self.now if when is None else when, runner.switch)
+        runner = greenlet(task, parent=self._hub)
+        self.at(self.now if when is None else when, runner.switch, *args)
 
     def sleep(self, seconds: float) -> None:
         """Waits `seconds` of virtual time (from a task)."""
         current = getcurrent()
         if current is self._hub:
             raise RuntimeError("only a task can wait; the loop itself never does")
-        self.at(self.now + max(seconds, 0.0), current.switch)
+        now = self.now
+        heapq.heappush(self._heap, (now + seconds if seconds > 0 else now, next(self._order), current.switch, ()))
         self._hub.switch()
 
     def park(self) -> Callable[[], None]:
@@ -162,15 +163,20 @@ class Cpu:
         self._busy = False
         self._waiting: deque[Callable[[], None]] = deque()
 
-    def use(self, seconds_at_one_vcpu: float) -> None:
+    def use(self, seconds_at_one_vcpu: float, then_s: float = 0.0) -> None:
+        """Runs the work (from a task) once the work before it is done, then waits `then_s` more
+        (a round trip after it): one wait for both."""
         took = seconds_at_one_vcpu / self.speed
         if self.machine is not None:
             self._share(took)
+            if then_s:
+                self.engine.sleep(then_s)
             return
-        start = max(self.engine.now, self.free_at)
+        now = self.engine.now
+        start = self.free_at if self.free_at > now else now
         self.free_at = start + took
         self.busy_s += took
-        self.engine.sleep(self.free_at - self.engine.now)
+        self.engine.sleep(self.free_at - now + then_s)
 
     def _share(self, took: float) -> None:
         """One thread at a time in this process: after the work before it, on the machine's cores."""

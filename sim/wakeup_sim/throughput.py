@@ -39,7 +39,8 @@ class Cpus:
     """Which execution environment's processor the running task uses (none: the caller is AWS),
     and how many SQS-invoked hops led to it (what Lambda's recursive loop detection counts)."""
 
-    def __init__(self) -> None:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
         self._by_task: dict[Any, tuple[Cpu, int]] = {}
 
     def bind(self, cpu: Cpu, hops: int = 0) -> None:
@@ -55,10 +56,13 @@ class Cpus:
         found = self._by_task.get(getcurrent())
         return found[1] if found else 0
 
-    def use(self, seconds_at_one_vcpu: float) -> None:
+    def use(self, seconds_at_one_vcpu: float, then_s: float = 0.0) -> None:
+        """The running task's CPU work, then `then_s` of waiting (a round trip), in one wait."""
         found = self._by_task.get(getcurrent())
         if found is not None:
-            found[0].use(seconds_at_one_vcpu)
+            found[0].use(seconds_at_one_vcpu, then_s)
+        elif then_s:
+            self.engine.sleep(then_s)
 
 
 class DynamoDbIo(Io):
@@ -112,10 +116,11 @@ def timed(
     service_cpu_s = profile.service_cpu_s or 0.0
 
     def request(_: str) -> None:
-        cpus.use(cpu_s)
-        if service is not None:
-            service.use(service_cpu_s)
-        if latency_s:
-            engine.sleep(latency_s * (0.7 + 0.6 * rng.random()))
+        round_trip_s = latency_s * (0.7 + 0.6 * rng.random()) if latency_s else 0.0
+        if service is None:
+            cpus.use(cpu_s, round_trip_s)
+        else:
+            cpus.use(cpu_s)
+            service.use(service_cpu_s, round_trip_s)
 
     return request

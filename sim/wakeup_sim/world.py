@@ -83,7 +83,7 @@ class World:
     def __post_init__(self) -> None:
         self.engine = Engine(self.start)
         self.rng = random.Random(self.seed)
-        self.cpus = Cpus()
+        self.cpus = Cpus(self.engine)
         d, p = self.deployment, self.profile
         # On one machine (the local stack): its cores, moto's process and the stack's own.
         machine = Machine(self.engine, p.cores, p.core_speed) if p.cores else None
