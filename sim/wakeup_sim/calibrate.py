@@ -45,7 +45,10 @@ class LocalRun:
     wakes: int
     late_s: list[float]
     registered_by_s: float
-    # The machine's CPU others used meanwhile, in cores, and the load average after.
+    # The CPU the local stack had while the burst was under way (from its first message to its
+    # last call: the stack is busy, so this is what the machine gave it), what other work used
+    # meanwhile, in cores; and the load average after.
+    stack_cores: float
     others_cores: float
     loadavg: tuple[float, float, float]
 
@@ -127,14 +130,16 @@ class CpuSampler:
             if self._stopping.wait(self._every_s):
                 return
 
-    def others_cores(self, start: float, end: float) -> float:
-        """Other work's CPU between two moments (epoch seconds), in cores."""
+    def cores_used(self, start: float, end: float) -> tuple[float, float]:
+        """The CPU this process tree and other work used between two moments (epoch seconds), in
+        cores."""
         before = max((s for s in self.samples if s[0] <= start), default=self.samples[0])
         after = min((s for s in self.samples if s[0] >= end), default=self.samples[-1])
         seconds = after[0] - before[0]
         if seconds <= 0:
-            return 0.0
-        return max((after[1] - before[1]) - (after[2] - before[2]), 0.0) / seconds
+            return 0.0, 0.0
+        ours = (after[2] - before[2]) / seconds
+        return ours, max((after[1] - before[1]) / seconds - ours, 0.0)
 
 
 def local_burst(wakes: int) -> LocalRun:
@@ -162,8 +167,8 @@ def local_burst(wakes: int) -> LocalRun:
     # Other work's share of the machine from the first message's arrival (two seconds before the
     # wakes' time at most) to the last call: the stretch the lateness depends on.
     due = min(first[path] for path in first) - min(late.late_s) if late.late_s else time.time()
-    others = sampler.others_cores(due - 2, due + max(late.late_s, default=0.0))
-    return LocalRun(wakes, late.late_s, late.registered_by_s, others, os.getloadavg())
+    ours, others = sampler.cores_used(due - 2, due + max(late.late_s, default=0.0))
+    return LocalRun(wakes, late.late_s, late.registered_by_s, ours, others, os.getloadavg())
 
 
 def local_deployment() -> Deployment:
@@ -178,7 +183,8 @@ def simulate(wakes: int, profile: Profile) -> report.Figures:
 
 
 def on_cores_left(profile: Profile, others_cores: float) -> Profile:
-    """The profile on what the machine's other work left of its cores (its idle polling included)."""
+    """The profile on what the machine's other work left of its cores (the stack's idle polling
+    taken off too)."""
     assert profile.cores is not None
     left = max(profile.cores - others_cores - profile.idle_cores, 0.25 * profile.cores)
     return replace(profile, core_speed=left / profile.cores)
@@ -200,7 +206,7 @@ def parameters(measured: Measured) -> str:
         ("moto's CPU per request", f"{(p.service_cpu_s or 0) * 1000:.2f} ms"),
         ("moto's CPU per batch (receive, delete)", f"{p.batch_service_cpu_s * 1000:.2f} ms"),
         (
-            "stack process's CPU per batch / per message",
+            "stack process's CPU per batch, per message",
             f"{p.batch_cpu_s * 1000:.2f} / {p.message_cpu_s * 1000:.2f} ms",
         ),
         ("idle polling (moto and the stack)", f"{p.idle_cores:.3f} cores"),
@@ -221,7 +227,8 @@ def parameters(measured: Measured) -> str:
 
 HEADER = (
     "| wakes at one second | local p50 | simulated p50 | local p99 | simulated p99 | within tolerance "
-    "| cores left to the stack | load average after |\n| --- | --- | --- | --- | --- | --- | --- | --- |"
+    "| cores left to the stack | cores the stack used | load average after |\n"
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 )
 
 
@@ -230,7 +237,7 @@ def row(c: Comparison) -> str:
     return (
         f"| {c.wakes} | {c.local_p50_s * 1000:.0f} ms | {c.simulated.p50_s * 1000:.0f} ms "
         f"| {c.local_p99_s * 1000:.0f} ms | {c.simulated.p99_s * 1000:.0f} ms | {'yes' if c.agrees() else 'NO'} "
-        f"| {c.profile.cores * c.profile.core_speed:.2f} of {c.profile.cores} "
+        f"| {c.profile.cores * c.profile.core_speed:.2f} of {c.profile.cores} | {c.local.stack_cores:.2f} "
         f"| {', '.join(f'{v:.2f}' for v in c.local.loadavg)} |"
     )
 

@@ -34,16 +34,17 @@ from bench.workload import Api, Host
 from wakeup.times import format_time
 from wakeup_local.functions import CONCURRENCY_ENV, DEFAULT_CONCURRENCY
 from wakeup_local.request_counter import COUNTS_PATH
-from wakeup_local.sqs_poller import POLL_INTERVAL_S
+from wakeup_local.sqs_poller import POLL_INTERVAL_S, scaling_of
 from wakeup_local.sqs_scaling import Scaling
 from wakeup_local.stack import SWEEP_PERIOD_ENV, LocalStack
-from wakeup_sim.deployment import ROOT
+from wakeup_local.template import Resolver, load_template
+from wakeup_sim.deployment import ROOT, TEMPLATE
 from wakeup_sim.profile import Profile
 
 CALLER = "CallerFunction"
-SPREAD_WAKES = 12
+SPREAD_WAKES = 10
 SPREAD_EVERY_S = 1.0
-BURST_WAKES = 60
+BURST_WAKES = 100
 IDLE_S = 3.0
 # How long ahead the wakes of a round are due: registering them must be over by then.
 LEAD_S = 4.0
@@ -109,6 +110,14 @@ def fit(rounds: list[Round], part: str, terms: list[str]) -> dict[str, float]:
             fitted = dict(zip(kept, (float(value) for value in solution), strict=True))
             return {term: fitted.get(term, 0.0) for term in terms}
         kept.remove(negative[0])
+
+
+def residual_per_cold_start(rounds: list[Round], part: str, per: dict[str, float]) -> float:
+    """What `rounds` used in `part` beyond their batches, wakes and seconds, per cold start."""
+    left = 0.0
+    for r in rounds:
+        left += float(getattr(r, part)) - sum(per.get(t, 0.0) * float(getattr(r, t)) for t in per)
+    return max(left / max(sum(r.cold_starts for r in rounds), 1), 0.0)
 
 
 class _Bench:
@@ -191,6 +200,17 @@ def concurrency() -> int:
     return int(os.environ.get(CONCURRENCY_ENV) or DEFAULT_CONCURRENCY)
 
 
+def local_scaling() -> Scaling:
+    """The caller's event source as the local stack runs template.yaml's: its mapping's scaling,
+    bounded by the stack's concurrency (`wakeup_local.sqs_poller.event_sources`)."""
+    template = load_template(TEMPLATE)
+    events = Resolver(template, stack_name="sim").resolve(template.resources[CALLER]["Properties"]["Events"])
+    for name, event in events.items():
+        if event.get("Type") == "SQS":
+            return scaling_of(f"{CALLER}.{name}", event["Properties"], concurrency())
+    raise ValueError("the caller has no SQS event")
+
+
 def cores() -> int:
     return len(os.sched_getaffinity(0))
 
@@ -203,19 +223,24 @@ def measure() -> Measured:
     with _local_stack() as bench:
         rounds = [
             bench.idle(),
-            bench.deliver([0.0]),
-            bench.deliver([i * SPREAD_EVERY_S for i in range(SPREAD_WAKES)]),
-            bench.deliver([0.0] * BURST_WAKES),  # cold: it starts more environments
-            bench.deliver([0.0] * BURST_WAKES),  # warm (mostly)
+            bench.deliver([0.0]),  # one cold start
+            bench.deliver([0.0] * BURST_WAKES),  # more cold starts: a batch each
+            bench.deliver([0.0] * BURST_WAKES),  # the same, on the environments now warm
+            bench.deliver([i * SPREAD_EVERY_S for i in range(SPREAD_WAKES)]),  # a batch a wake, warm
         ]
     delivering = rounds[1:]
-    caller = fit(delivering, "caller_s", ["cold_starts", "batches", "wakes"])
-    # A cold start costs the stack's process too (it starts the environment's process).
+    warm = [r for r in rounds if not r.cold_starts]
+    cold = [r for r in rounds if r.cold_starts]
+    # Per batch and per wake from the warm rounds; a cold start's CPU is what the cold rounds
+    # used beyond that (in the environment, and in the stack's process, which starts it).
+    caller = fit([r for r in warm if r.wakes], "caller_s", ["batches", "wakes"])
     moto = fit(rounds, "moto_s", ["batches", "wakes", "seconds"])
-    stack = fit(rounds, "stack_s", ["cold_starts", "batches", "wakes", "seconds"])
+    stack = fit(warm, "stack_s", ["batches", "wakes", "seconds"])
+    caller["cold_starts"] = residual_per_cold_start(cold, "caller_s", caller)
+    stack["cold_starts"] = residual_per_cold_start(cold, "stack_s", stack)
     # The caller's AWS requests per wake, as moto counted them (the poller's are not counted).
     requests_per_wake = sum(r.requests for r in delivering) / sum(r.wakes for r in delivering)
-    scaling = Scaling.standard(None, concurrency())
+    scaling = local_scaling()
     profile = Profile(
         "local",
         init_cpu_s=caller["cold_starts"] + stack["cold_starts"],
