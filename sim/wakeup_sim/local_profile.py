@@ -1,18 +1,20 @@
 """The local stack's profile for the simulator, measured on this machine.
 
 `measure()` starts a real local stack (`wakeup_local.LocalStack`: moto in its process, the caller
-in execution environments, the SQS poller) with one caller environment, and a loopback host. It
-delivers wakes through it in three rounds: one wake (the caller's cold start), wakes a second and
-a half apart (a batch each) and a burst at one second (batches of ten). Around each round it reads
-the CPU time each process used (`/proc/<pid>/stat` for moto and the environment, `process_time`
-for the stack's own process, which also serves the host): CPU time, not wall time, so that other
-work on the machine does not skew it. Each process's CPU is then split into a part per batch and a
-part per wake (two rounds, two unknowns), after its idle rate (the poller's polling) is taken off.
+in execution environments up to the stack's bound, the SQS poller) and a loopback host, and runs
+five rounds: idle; one wake (a cold start); a burst at one second (cold starts, a batch each);
+the same burst again (warm); wakes a second apart (small batches, warm). Around each round it
+reads the CPU time each process used (`/proc/<pid>/stat` for moto and the environments,
+`process_time` for the stack's own process, which also serves the host): CPU time, not wall time,
+so that other work on the machine does not skew it (it does not: a process's CPU time counts only
+while it runs). From them: each process's CPU at rest (the poller's polling); moto's CPU per
+request it serves (the functions', counted by moto, and the poller's receive and delete per
+batch); the caller's CPU per invocation and per wake (from the two warm rounds); a cold start's
+CPU (what the cold rounds used beyond that, in the environment and in the stack's process).
 
-What it returns is a `Profile` in the simulator's terms: init CPU of a cold start, CPU per
-invocation and per request in the caller, moto's CPU per request, the event source's CPU per batch
-and per message; the machine's cores; the local poller's polling interval and Lambda's scaling as
-the local stack bounds it (read from `wakeup_local`, which are the stack's own settings).
+What it returns is a `Profile` in the simulator's terms, with the machine's cores, the local
+poller's polling interval, and the caller's event source as the local stack resolves template.yaml
+(read from `wakeup_local`, the stack's own settings, not measured).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -231,13 +233,20 @@ def measure() -> Measured:
     delivering = rounds[1:]
     warm = [r for r in rounds if not r.cold_starts]
     cold = [r for r in rounds if r.cold_starts]
-    # Per batch and per wake from the warm rounds; a cold start's CPU is what the cold rounds
-    # used beyond that (in the environment, and in the stack's process, which starts it).
+    # The idle round gives each process's polling per second. moto serves the functions' requests
+    # and, per batch, the poller's receive and delete: one CPU cost per request fits them all.
+    # The caller's CPU per batch and per wake comes from the warm rounds; a cold start's CPU is
+    # what the cold rounds used beyond that (in the environment, and in the stack's process, which
+    # starts it).
+    idle = rounds[0]
+    moto_idle_per_s, stack_idle_per_s = idle.moto_s / idle.seconds, idle.stack_s / idle.seconds
+    served = sum(r.requests + 2 * r.batches for r in delivering)
+    moto_per_request = max(sum(r.moto_s - moto_idle_per_s * r.seconds for r in delivering) / served, 0.0)
     caller = fit([r for r in warm if r.wakes], "caller_s", ["batches", "wakes"])
-    moto = fit(rounds, "moto_s", ["batches", "wakes", "seconds"])
-    stack = fit(warm, "stack_s", ["batches", "wakes", "seconds"])
+    busy_stack = [replace(r, stack_s=r.stack_s - stack_idle_per_s * r.seconds) for r in delivering]
+    stack = fit([r for r in busy_stack if not r.cold_starts], "stack_s", ["batches", "wakes"])
     caller["cold_starts"] = residual_per_cold_start(cold, "caller_s", caller)
-    stack["cold_starts"] = residual_per_cold_start(cold, "stack_s", stack)
+    stack["cold_starts"] = residual_per_cold_start([r for r in busy_stack if r.cold_starts], "stack_s", stack)
     # The caller's AWS requests per wake, as moto counted them (the poller's are not counted).
     requests_per_wake = sum(r.requests for r in delivering) / sum(r.wakes for r in delivering)
     scaling = local_scaling()
@@ -255,9 +264,9 @@ def measure() -> Measured:
         host_median_s=0.0,
         host_sigma=0.0,
         cores=cores(),
-        idle_cores=moto["seconds"] + stack["seconds"],
-        service_cpu_s=moto["wakes"] / requests_per_wake,
-        batch_service_cpu_s=moto["batches"],
+        idle_cores=moto_idle_per_s + stack_idle_per_s,
+        service_cpu_s=moto_per_request,
+        batch_service_cpu_s=2 * moto_per_request,
         batch_cpu_s=stack["batches"],
         message_cpu_s=stack["wakes"],
         poll_interval_s=POLL_INTERVAL_S,
