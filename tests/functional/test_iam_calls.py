@@ -83,8 +83,8 @@ def granted(function: str) -> set[Grant]:
 def needed(service: str, operation: str, params: dict[str, Any]) -> set[Grant]:
     """The IAM actions (and table resources) one request needs."""
     if service != "dynamodb":
-        # SendMessageBatch is authorised as sqs:SendMessage; the others are named as their action.
-        return {(f"{service}:{'SendMessage' if operation == 'SendMessageBatch' else operation}", "")}
+        # The services' other actions are named as their operations (none here is a batch).
+        return {(f"{service}:{operation}", "")}
     if operation == "TransactWriteItems":
         return {(f"dynamodb:{TRANSACTION_PARTS[part]}", TABLE) for item in params["TransactItems"] for part in item}
     index = params.get("IndexName")
