@@ -276,6 +276,17 @@ def test_the_templates_defaults_are_sized_for_a_burst_of_ten_thousand(template: 
     }
 
 
+def test_the_pending_wakes_index_takes_a_bursts_writes_as_the_table_does(template: dict[str, Any]) -> None:
+    # Each wake of a burst writes the PendingWakes index (a registration puts its entry, an outcome
+    # deletes it). An index has warm throughput of its own, a new on-demand one 4,000 writes a
+    # second ("Understanding DynamoDB warm throughput"), and an index that cannot take its writes
+    # throttles the table's writes that cause them ("Understanding global secondary index (GSI)
+    # write throttling and back pressure in DynamoDB"): the table's warmth alone would not do.
+    table = template["Resources"]["Table"]["Properties"]
+    [pending] = [i for i in table["GlobalSecondaryIndexes"] if i["IndexName"] == "PendingWakes"]
+    assert pending["WarmThroughput"]["WriteUnitsPerSecond"] == {"Ref": "TableWarmWriteUnitsPerSecond"}
+
+
 def test_callers_retry_chain_through_its_own_queue_is_not_stopped_as_a_recursive_loop(
     template: dict[str, Any],
 ) -> None:
