@@ -34,11 +34,12 @@ from wakeup.signing import SigningVersions
 from wakeup.times import format_time, parse_stored
 from wakeup.tokens import TokenKind
 
-# Shards of the pending-wakes index. A partition key value takes at most 1,000 write units a second,
-# and each outcome of a burst deletes its wake's entry. In the simulator (docs/scaling.md), 100,000
-# near wakes at one second throttle on 16 shards (p99 5.2 s, 201 wakes called twice) and on neither
-# 32 nor 64 (p99 3.2 s); 64 keeps that margin twice over, for a burst delivered faster or failures'
-# new due times (a delete and a put each), at the cost of the sweeper's 64 small queries a minute.
+# Shards of the pending-wakes index. A partition takes at most 1,000 write units a second
+# ("Understanding DynamoDB warm throughput in different scenarios", uneven access patterns), and
+# each outcome of a burst deletes its wake's entry. In the simulator (docs/scaling.md), 100,000 near
+# wakes at one second throttle on 16 shards (p99 5.2 s, 201 wakes called twice) and on neither 32
+# nor 64 (p99 3.2 s); 64 keeps that margin twice over, for a burst delivered faster or failures' new
+# due times (a delete and a put each), at the cost of the sweeper's 64 small queries a minute.
 # Raising it is safe (an entry keeps the shard it was written with, and the sweeper queries every
 # shard below the new count); lowering it would hide the higher shards' wakes from the sweeper.
 PENDING_SHARDS = 64
