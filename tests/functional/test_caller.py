@@ -3,7 +3,7 @@
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from types import ModuleType
 from typing import Any
@@ -26,7 +26,8 @@ from wakeup import __version__
 from wakeup.accounts import signing_secret
 from wakeup.addresses import REFUSED_CALL
 from wakeup.delivery import Caller, Result, Source
-from wakeup.model import Trigger
+from wakeup.host_call import CallOutcome
+from wakeup.model import Instance, Trigger
 from wakeup.observability import logger
 from wakeup.store import ClaimAttempt, Store
 from wakeup.times import epoch_ms, now
@@ -288,6 +289,44 @@ def test_a_copy_refused_after_a_slow_claim_write_looks_again_when_the_lease_ends
     assert resent == trigger
     assert delay == env.settings.claim_lease_s + 2  # the lease runs from the call, up to 2 s after the claim
     assert not wake_host.calls
+
+
+def test_a_schedules_call_waits_for_its_time_from_after_the_read_and_the_claim(env: Deployed) -> None:
+    # A schedule's trigger is read, then claimed, then its last moment waited out: a wait measured
+    # from before the two requests would sleep their time again and call the host that much late.
+    start = now()
+    clock = [start.replace(microsecond=start.microsecond // 1000 * 1000)]  # whole ms, as the table keeps
+    start, due = clock[0], clock[0] + timedelta(seconds=1)
+    trigger = env.new_wake(env.new_instance("http://host.example"), due)
+    claimed_from: list[int] = []
+
+    class SlowRequests(Store):
+        """The read and the claim take 0.3 s each."""
+
+        def get_instance(self, instance_id: str) -> Instance | None:
+            clock[0] += timedelta(seconds=0.3)
+            return super().get_instance(instance_id)
+
+        def claim_if_due(self, trigger: Trigger, now_ms: int, due_by: datetime, lease_ms: int) -> ClaimAttempt:
+            claimed_from.append(now_ms)
+            clock[0] += timedelta(seconds=0.3)
+            return super().claim_if_due(trigger, now_ms, due_by, lease_ms)
+
+    def sleep(seconds: float) -> None:
+        clock[0] += timedelta(seconds=seconds)
+
+    called_at: list[datetime] = []
+
+    def call(url: str, instance_id: str, timeout_s: float, headers: Mapping[str, str]) -> CallOutcome:
+        called_at.append(clock[0])
+        return CallOutcome(status=204, error=None)
+
+    store = SlowRequests(env.settings.table, env.store.client)
+    caller = Caller(store, env.triggers, env.settings, call=call, clock=lambda: clock[0], sleep=sleep)
+    assert caller.deliver(trigger, Source.SCHEDULE).result is Result.CALLED
+    assert called_at == [due]
+    # and the claim's lease runs from the claim, not from before the read
+    assert claimed_from == [epoch_ms(start + timedelta(seconds=0.3))]
 
 
 def test_an_early_trigger_is_armed_again_for_its_time(env: Deployed, caller: ModuleType, wake_host: Host) -> None:

@@ -132,6 +132,7 @@ class Caller:
             early = self._early_schedule(trigger, now)
             if early is not None:
                 return early
+            now = self.clock()  # the claim's lease runs from the claim, not from before the read
         # One write claims the call when it is due within the moment left to wait out, and returns
         # the instance either way. The lease runs from the call's start, hence the moment added.
         attempt = self.store.claim_if_due(
@@ -149,7 +150,8 @@ class Caller:
             return self._refused(trigger, instance, self.clock())
         # The keys before the wait: the sub-second left before the call's time covers their read.
         keys = self._signing_keys(instance, instance.due)
-        self._wait_until(instance.due, now)
+        # From now, not from before the requests: the read and the claim took their time already.
+        self._wait_until(instance.due, self.clock())
         origin = Source.SWEEPER if trigger.origin == Source.SWEEPER.value else source
         return self._call(trigger, instance, instance.due, keys, origin)
 
