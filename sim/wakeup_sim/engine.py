@@ -26,7 +26,8 @@ class Engine:
 
     def at(self, when: float, action: Callable[..., Any], *args: Any) -> None:
         """Runs `action(*args)` at `when` (now at the earliest), in the loop: it must not wait."""
-        heapq.heappush(self._heap, (max(when, self.now), next(self._order), action, args))
+        now = self.now
+        heapq.heappush(self._heap, (when if when > now else now, next(self._order), action, args))
 
     def spawn(self, task: Callable[..., Any], *args: Any, when: float | None = None) -> None:
         """Runs `task(*args)` as a task of its own, which may wait (`sleep`, `Signal.wait`)."""
@@ -63,8 +64,9 @@ class Engine:
 
     def run(self, until: float) -> None:
         """Runs every event due up to `until`, in order of time (and of scheduling, at one time)."""
-        while self._heap and self._heap[0][0] <= until:
-            when, _, action, args = heapq.heappop(self._heap)
+        heap, pop = self._heap, heapq.heappop
+        while heap and heap[0][0] <= until:
+            when, _, action, args = pop(heap)
             self.now = when
             action(*args)
         self.now = max(self.now, until)
