@@ -18,10 +18,14 @@ def slug(name: str) -> str:
 
 
 def simulate(scenario: Scenario, plots: Path | None) -> report.Figures:
+    started = time.process_time()
     outcome = run(scenario, from_template())
     if plots is not None:
         report.plot(outcome, plots / f"{slug(scenario.name)}.png")
-    return report.figures(outcome)
+    figures = report.figures(outcome)
+    # CPU, not wall time: what the scenario needs of a core, however busy the machine is.
+    print(f"{scenario.name}: {time.process_time() - started:.1f} s of CPU", file=sys.stderr, flush=True)
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
