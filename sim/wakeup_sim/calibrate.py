@@ -245,7 +245,7 @@ def row(c: Comparison) -> str:
 def main(sizes: tuple[int, ...] = SIZES) -> int:
     started = time.monotonic()
     measured = measure()
-    print(parameters(measured), "\n", flush=True)
+    print(parameters(measured) + "\n", flush=True)
     print(HEADER, flush=True)
     agreed = True
     for wakes in sizes:
