@@ -6,7 +6,6 @@ layer's aarch64 wheels, so it takes from about 15 s to a minute.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -58,10 +57,15 @@ def test_make_build_builds_the_layer_for_arm64_and_every_function(tmp_path: Path
 
 
 def test_make_build_says_what_to_install_without_python313(tmp_path: Path) -> None:
-    # given: a PATH with no python3.13 and no pyenv, and a home with no ~/.pyenv
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYENV_ROOT": str(tmp_path / "no-pyenv")}
-    if any(Path(directory, "python3.13").exists() for directory in env["PATH"].split(os.pathsep)):
-        pytest.skip("this machine has python3.13 in /usr/bin or /bin")
+    # given: a PATH with the system's commands but no python3.13 and no pyenv, and a home with no
+    # ~/.pyenv (made on any machine: the commands of /usr/bin and /bin, python3.13 left out)
+    commands = tmp_path / "bin"
+    commands.mkdir()
+    for directory in (Path("/usr/bin"), Path("/bin")):
+        for command in directory.iterdir():
+            if not command.name.startswith(("python3.13", "pyenv")) and not (commands / command.name).exists():
+                (commands / command.name).symlink_to(command)
+    env = {"PATH": str(commands), "HOME": str(tmp_path), "PYENV_ROOT": str(tmp_path / "no-pyenv")}
 
     # when
     result = make_build(tmp_path, env)
