@@ -392,24 +392,16 @@ class Store:
         unchanged = "signing_version = :current"
         if current == 1:  # an account made before signing existed has no version yet: it is 1
             unchanged = f"({unchanged} OR attribute_not_exists(signing_version))"
-        try:
-            found = self.client.update_item(
-                TableName=self.table,
-                Key=_dump({"pk": _account_key(account.id)}),
-                UpdateExpression=(
-                    "SET signing_version = :next, signing_previous = :current, signing_previous_until = :until"
-                ),
-                ConditionExpression=f"attribute_exists(pk) AND attribute_not_exists(revoked_at) AND {unchanged}",
-                ExpressionAttributeValues=_dump(
-                    {":next": current + 1, ":current": current, ":until": format_time(previous_until)}
-                ),
-                ReturnValues="ALL_NEW",
-            )
-        except ClientError as exc:
-            if _condition_failed(exc):
-                return None
-            raise
-        return _account(_load(found["Attributes"]))
+        return self._update_account(
+            account.id,
+            UpdateExpression=(
+                "SET signing_version = :next, signing_previous = :current, signing_previous_until = :until"
+            ),
+            ConditionExpression=f"attribute_exists(pk) AND attribute_not_exists(revoked_at) AND {unchanged}",
+            ExpressionAttributeValues=_dump(
+                {":next": current + 1, ":current": current, ":until": format_time(previous_until)}
+            ),
+        )
 
     def set_account_limit(self, account_id: str, max_instances: int | None) -> Account | None:
         """Sets the account's own limit of instances (None: the service's default again); None
@@ -418,14 +410,15 @@ class Store:
         kwargs: dict[str, Any] = {}
         if max_instances is not None:
             kwargs["ExpressionAttributeValues"] = _dump({":max": max_instances})
+        return self._update_account(
+            account_id, UpdateExpression=update, ConditionExpression="attribute_exists(pk)", **kwargs
+        )
+
+    def _update_account(self, account_id: str, **update: Any) -> Account | None:
+        """The account as one conditional update leaves it; None when its condition failed."""
         try:
             found = self.client.update_item(
-                TableName=self.table,
-                Key=_dump({"pk": _account_key(account_id)}),
-                UpdateExpression=update,
-                ConditionExpression="attribute_exists(pk)",
-                ReturnValues="ALL_NEW",
-                **kwargs,
+                TableName=self.table, Key=_dump({"pk": _account_key(account_id)}), ReturnValues="ALL_NEW", **update
             )
         except ClientError as exc:
             if _condition_failed(exc):
