@@ -104,8 +104,15 @@ SCENARIOS = [
         for warm in (False, True)
     ),
     *(
-        Scenario(f"100,000 at one second, {path}, quotas raised", 100000, path=path, levers=QUOTAS_RAISED_100K)
+        Scenario(
+            f"100,000 at one second, {path}, {'warm' if warm else 'cold'}, quotas raised",
+            100000,
+            path=path,
+            warm=warm,
+            levers=QUOTAS_RAISED_100K,
+        )
         for path in ("near", "far")
+        for warm in (False, True)
     ),
     Scenario("steady 100/s for 10 min, near", 60000, rate_per_s=100, warm=True),
     Scenario("steady 100/s for 10 min, far", 60000, path="far", rate_per_s=100, warm=True),
