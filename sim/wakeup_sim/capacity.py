@@ -48,13 +48,26 @@ def value_size(value: Any) -> int:
     raise TypeError(f"no DynamoDB size rule for {type(value).__name__}")
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _decimal_size(value: Decimal) -> int:
+    """A number read back from DynamoDB (a `Decimal`) has the size of its value, whatever its
+    exponent (DynamoDB normalises it): equal values, one entry."""
+    return value_size(value)
+
+
 def item_size(item: Mapping[str, Any]) -> int:
-    # Attribute names here are ASCII: their length is their UTF-8 size. ASCII strings, the most
-    # common values, are sized here without a call (the simulation sizes millions of items).
+    # Attribute names here are ASCII: their length is their UTF-8 size. ASCII strings and whole
+    # numbers, the most common values, are sized here without a call (the simulation sizes
+    # millions of items); numbers read back from the table (`Decimal`) are sized once a value.
     total = 0
     for name, value in item.items():
-        if type(value) is str and value.isascii():
+        kind = type(value)
+        if kind is str and value.isascii():
             total += len(name) + len(value)
+        elif kind is int:
+            total += len(name) + (len(str(abs(value)).rstrip("0") or "0") + 1) // 2 + 1
+        elif kind is Decimal:
+            total += len(name) + _decimal_size(value)
         elif value is not None:
             total += len(name) + value_size(value)
     return total
@@ -79,7 +92,12 @@ class Index:
     included: tuple[str, ...] = ()
 
     def holds(self, item: Mapping[str, Any] | None) -> bool:
-        return item is not None and all(item.get(key) is not None for key in self.keys)
+        if item is None:
+            return False
+        for key in self.keys:
+            if item.get(key) is None:
+                return False
+        return True
 
     def entry(self, item: Mapping[str, Any]) -> dict[str, Any]:
         """The index's copy of `item`: its keys, the table's key, and the projected attributes."""
@@ -99,9 +117,11 @@ class Index:
         if not (before and after):
             return 0
         assert old is not None and new is not None
-        old_entry, new_entry = self.entry(old), self.entry(new)
         if any(old.get(key) != new.get(key) for key in self.keys):
-            return write_units(item_size(old_entry)) + write_units(item_size(new_entry))
+            return write_units(item_size(self.entry(old))) + write_units(item_size(self.entry(new)))
+        if self.projection == "KEYS_ONLY" and all(old.get(key) == new.get(key) for key in TABLE_KEY):
+            return 0  # its entry is its keys and the table's: unchanged
+        old_entry, new_entry = self.entry(old), self.entry(new)
         return write_units(item_size(new_entry)) if old_entry != new_entry else 0
 
 

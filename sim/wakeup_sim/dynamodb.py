@@ -7,7 +7,6 @@ request costs is computed from DynamoDB's own rules (`wakeup_sim.capacity`), and
 for the time each request takes and whether DynamoDB's throughput admits it.
 """
 
-import copy
 import random
 import re
 import uuid
@@ -17,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer
+from boto3.dynamodb.types import DYNAMODB_CONTEXT, TypeDeserializer
 from botocore.exceptions import ClientError
 
 from wakeup.errors import ConflictError
@@ -37,12 +36,23 @@ from wakeup.store import (
 )
 from wakeup.times import format_time
 from wakeup.tokens import TokenKind
-from wakeup_sim.capacity import Index, item_size, read_units, table_write_units
+from wakeup_sim.capacity import Index, item_size, read_units, write_units
 
 Item = dict[str, Any]
 _deserializer = TypeDeserializer()
 # botocore's standard retry mode, as `wakeup.aws.CLIENT_CONFIG` sets it: three attempts in all.
 MAX_ATTEMPTS = 3
+
+
+def _load_value(value: dict[str, Any]) -> Any:
+    """`TypeDeserializer.deserialize`, with its two most common types (a string, a number) read
+    without its dispatch: the same values (a number as a `Decimal` in DynamoDB's context)."""
+    if len(value) == 1:
+        if "S" in value:
+            return value["S"]
+        if "N" in value:
+            return DYNAMODB_CONTEXT.create_decimal(value["N"])
+    return _deserializer.deserialize(value)
 
 
 class _ConditionFailed(Exception):
@@ -82,7 +92,7 @@ class _MemoryClient:
         self._store = store
 
     def put_item(self, TableName: str, Item: dict[str, Any]) -> dict[str, Any]:  # noqa: N803
-        item = {name: _deserializer.deserialize(value) for name, value in Item.items()}
+        item = {name: _load_value(value) for name, value in Item.items()}
         self._store._write(str(item["pk"]), lambda _: item, operation="PutItem")
         return {}
 
@@ -118,6 +128,9 @@ class MemoryStore(Store):
         self.rng = rng or random.Random(0)
         # The pending-wakes index, kept for the sweeper's queries: shard -> pk -> due.
         self._pending: dict[str, dict[str, str]] = {}
+        # Each stored item's size, with the item it is the size of: a write or a read of an item
+        # sizes it once, not again each time it is read or written over (see `_size`).
+        self._sizes: dict[str, tuple[Item, int]] = {}
 
     # -- the request cycle --------------------------------------------------------------------
 
@@ -127,15 +140,30 @@ class MemoryStore(Store):
             operation,
         )
 
+    def _size(self, pk: str, item: Item | None) -> int:
+        """`item_size` of `item`, the item stored at `pk` (None: absent, size 0).
+
+        Known once per item: a stored item is never changed in place (every write stores a new
+        dict), and the size is kept with the very dict it was computed for, so an item replaced
+        by any means, even written into `items` directly, is sized again."""
+        if item is None:
+            return 0
+        known = self._sizes.get(pk)
+        if known is not None and known[0] is item:
+            return known[1]
+        size = item_size(item)
+        self._sizes[pk] = (item, size)
+        return size
+
     def _read(self, pk: str, operation: str = "GetItem") -> Item | None:
         for attempt in range(MAX_ATTEMPTS):
             self.io.request(operation)
             item = self.items.get(pk)
-            units = read_units(item_size(item or {}))
+            units = read_units(self._size(pk, item))
             if self.io.admit(units, 0, []):
                 self.metered.requests[f"dynamodb:{operation}"] += 1
                 self.metered.read_units += units
-                return copy.copy(item) if item is not None else None
+                return item.copy() if item is not None else None
             self.metered.throttled += 1
             self.io.backoff(attempt + 1)
         raise self._throttled(operation)
@@ -146,11 +174,11 @@ class MemoryStore(Store):
         for attempt in range(MAX_ATTEMPTS):
             self.io.request("BatchGetItem")
             found = [self.items[pk] for pk in pks if pk in self.items]
-            units = sum(read_units(item_size(self.items.get(pk) or {}), consistent) for pk in pks)
+            units = sum(read_units(self._size(pk, self.items.get(pk)), consistent) for pk in pks)
             if self.io.admit(units, 0, []):
                 self.metered.requests["dynamodb:BatchGetItem"] += 1
                 self.metered.read_units += units
-                return [copy.copy(item) for item in found]
+                return [item.copy() for item in found]
             self.metered.throttled += 1
             self.io.backoff(attempt + 1)
         raise self._throttled("BatchGetItem")
@@ -170,7 +198,11 @@ class MemoryStore(Store):
             raise NotImplementedError(f"MemoryStore does not query {request['KeyConditionExpression']!r}")
         partition, below = values[condition[1]], values[condition[2]] if condition[2] else None
         if hash_key == "pending_shard":  # the sweeper's index, kept apart for its every-minute queries
-            pks: Iterable[str] = (pk for pk in self._pending.get(str(partition), {}) if pk in self.items)
+            # Its due times kept with it pass over the wakes not yet due without a look at their items.
+            pending = self._pending.get(str(partition), {})
+            pks: Iterable[str] = (
+                pk for pk, due in pending.items() if (below is None or due < below) and pk in self.items
+            )
         else:
             pks = (pk for pk, item in self.items.items() if item.get(hash_key) == partition)
         entries = sorted(
@@ -206,10 +238,13 @@ class MemoryStore(Store):
             old = self.items.get(pk)
             failed = False
             try:
-                new = change(copy.copy(old) if old is not None else None)
+                new = change(old.copy() if old is not None else None)
             except _ConditionFailed:
                 failed, new = True, old
-            units = table_write_units(old, new)
+            # The table's own units: the larger of the item before and after (`table_write_units`).
+            old_size = self._size(pk, old)
+            new_size = old_size if new is old else (item_size(new) if new is not None else 0)
+            units = write_units(max(old_size, new_size))
             index_writes = [] if failed else self._index_writes(old, new)
             if self.io.admit(0, units, index_writes):
                 self.metered.requests[f"dynamodb:{operation}"] += 1
@@ -219,6 +254,10 @@ class MemoryStore(Store):
                 if failed:
                     raise _ConditionFailed
                 self._store(pk, old, new)
+                if new is None:
+                    self._sizes.pop(pk, None)
+                else:
+                    self._sizes[pk] = (new, new_size)
                 return old, new
             self.metered.throttled += 1
             self.io.backoff(attempt + 1)

@@ -4,6 +4,9 @@ Each runs a fresh `World` from template.yaml's deployment (with a scenario's own
 on virtual time, and returns what happened to every wake (`Outcome`).
 """
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,9 +49,27 @@ class Outcome:
     sweeper_rearmed: int
 
 
+@contextmanager
+def no_cyclic_collection() -> Iterator[None]:
+    """Python's cyclic garbage collector off for a simulation's length.
+
+    A simulation keeps millions of objects alive to its end (items, messages, calls, tasks) and
+    makes few reference cycles: the collector's passes, more frequent and longer as the objects
+    pile up, took a third of a steady scenario's CPU and freed almost nothing. Reference counting
+    still frees everything else at once.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def run(scenario: Scenario, deployment: Deployment, profile: Profile = AWS) -> Outcome:
     deployment = deployment.but(**scenario.levers)
-    with counted_logs() as logs:
+    with counted_logs() as logs, no_cyclic_collection():
         world = World(deployment, start=T0, seed=scenario.seed, warm=scenario.warm, profile=profile)
         wakes = world.instances(scenario.wakes)
         rng = world.rng
