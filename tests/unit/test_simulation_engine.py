@@ -1,0 +1,50 @@
+"""The simulator's clock runs every event in order of time, then of scheduling, however far ahead
+it was scheduled (the engine keeps far events apart from the near ones, a list per second)."""
+
+import random
+
+from wakeup_sim.engine import Engine
+
+
+def test_events_run_in_order_of_time_then_of_scheduling_near_and_far_alike() -> None:
+    engine = Engine(100.25)
+    ran: list[tuple[float, int]] = []
+    rng = random.Random(7)
+    scheduled: list[tuple[float, int]] = []
+
+    def record(key: int) -> None:
+        ran.append((engine.now, key))
+        # Events scheduled while running, some within this second, some seconds ahead, some at
+        # the very time of an event already waiting (they run after it).
+        if key < 2000:
+            for offset in (0.0, rng.random() * 0.5, rng.random() * 30, float(rng.randrange(5))):
+                new_key = len(scheduled)
+                scheduled.append((engine.now + offset, new_key))
+                engine.at(engine.now + offset, record, new_key)
+
+    for when in [100.25, 100.5, 101.0, 101.0, 99.0, 3600.0, 105.75, 102.0, 100.25]:
+        key = len(scheduled)
+        scheduled.append((max(when, engine.now), key))
+        engine.at(when, record, key)
+    engine.run(until=200.0)
+    # Up to `until` and no further: what is later still waits, and runs on the next `run`.
+    assert all(when <= 200.0 for when, _ in ran) and engine.now == 200.0 and not engine.idle()
+    engine.run(until=10_000.0)
+    assert engine.idle()
+    assert ran == sorted(scheduled)
+
+
+def test_a_task_sleeps_across_seconds_and_wakes_in_order_with_events() -> None:
+    engine = Engine(0.0)
+    seen: list[str] = []
+
+    def task(name: str, naps: list[float]) -> None:
+        for nap in naps:
+            engine.sleep(nap)
+            seen.append(f"{name}@{engine.now:g}")
+
+    engine.spawn(task, "a", [0.5, 2.0, 0.25])  # 0.5; 2.5, its wait from 0.5; 2.75, from 2.5 after b's
+    engine.spawn(task, "b", [2.5, 0.25], when=0.0)  # 2.5, its wait from 0: before a's; 2.75
+    engine.at(2.75, seen.append, "event@2.75")  # scheduled before either task's 2.75: first
+    engine.run(until=10.0)
+    assert seen == ["a@0.5", "b@2.5", "a@2.5", "event@2.75", "b@2.75", "a@2.75"]
