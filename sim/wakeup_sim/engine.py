@@ -15,7 +15,6 @@ from typing import Any
 
 from greenlet import getcurrent, greenlet
 
-
 Event = tuple[float, int, Callable[..., Any], tuple[Any, ...]]  # when, order, action, its arguments
 
 
@@ -57,7 +56,7 @@ class Engine:
         self._push((when if when > now else now, next(self._order), action, args))
 
     def spawn(self, task: Callable[..., Any], *args: Any, when: float | None = None) -> None:
-        """Runs `task(*args)` as a task of its own, which may wait (`sleep`, `Signal.wait`)."""
+        """Runs `task(*args)` as a task of its own, which may wait (`sleep`, `park`)."""
         now = self.now
         start = now if when is None or when < now else when
         # Its greenlet is made when it starts: a scenario spawns every host's registration at once.
@@ -115,29 +114,6 @@ class Engine:
 
     def idle(self) -> bool:
         return not self._heap and not self._seconds
-
-
-class Signal:
-    """Tasks wait on it until it is set; setting it again does nothing."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.is_set = False
-        self._waiters: list[Callable[[], None]] = []
-
-    def set(self) -> None:
-        if self.is_set:
-            return
-        self.is_set = True
-        for resume in self._waiters:
-            resume()
-        self._waiters.clear()
-
-    def wait(self) -> None:
-        if self.is_set:
-            return
-        self._waiters.append(self.engine.park())
-        self.engine.wait_parked()
 
 
 class Machine:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wakeup_sim import deployment as aws
-from wakeup_sim.engine import Engine, Signal
+from wakeup_sim.engine import Engine
 from wakeup_sim.lambdas import Function, Throttled
 from wakeup_sim.sqs import MAX_RECEIVE, Message, Queue
 
@@ -45,7 +45,7 @@ class EventSource:
     stopped_loops: int = 0
     batch_sizes: list[int] = field(default_factory=list)
     _idle: deque[tuple[float, Callable[[], None]]] = field(default_factory=deque)
-    _filling: list[Signal] = field(default_factory=list)
+    _filling: list[Callable[[], None]] = field(default_factory=list)  # pollers filling a batch: their resumes
     _idle_since: float = 0.0
     idle_poll_s: float = 0.0
     _began: float = 0.0
@@ -66,8 +66,8 @@ class EventSource:
 
     def _wake_pollers(self) -> None:
         """Messages became visible: pollers filling a batch look, and enough idle ones to take them."""
-        for signal in self._filling:
-            signal.set()
+        for resume in self._filling:
+            resume()
         self._filling.clear()
         wanted = -(-self.queue.visible() // MAX_RECEIVE)
         while wanted > 0 and self._idle:
@@ -101,10 +101,12 @@ class EventSource:
         self.engine.wait_parked()
 
     def _wait_visible(self, until: float) -> None:
-        signal = Signal(self.engine)
-        self._filling.append(signal)
-        self.engine.at(until, signal.set)
-        signal.wait()
+        """Waits until messages become visible or `until`, whichever comes first (a resume does
+        nothing after the first)."""
+        resume = self.engine.park()
+        self._filling.append(resume)
+        self.engine.at(until, resume)
+        self.engine.wait_parked()
 
     def _poll(self, index: int) -> None:
         while index <= int(self.target):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +41,7 @@ class Queue:
     requests: Counter[str] = field(default_factory=Counter)
     dead_letters: list[Message] = field(default_factory=list)
     _invisible: list[tuple[float, int, int, Message]] = field(default_factory=list)
-    _visible: list[Message] = field(default_factory=list)
+    _visible: deque[Message] = field(default_factory=deque)  # oldest first: a receive takes from the left
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     _handles: itertools.count[int] = field(default_factory=itertools.count)
     _seq: itertools.count[int] = field(default_factory=itertools.count)
@@ -85,7 +85,8 @@ class Queue:
         Only a receive that returns messages is counted as a request: the event source's receives
         are long polls, which SQS answers when messages come (to one of the polls waiting) or when
         the poll's wait ends; those that end empty are counted by the event source."""
-        taken, self._visible = self._visible[: min(count, MAX_RECEIVE)], self._visible[min(count, MAX_RECEIVE) :]
+        visible = self._visible
+        taken = [visible.popleft() for _ in range(min(count, MAX_RECEIVE, len(visible)))]
         if taken:
             self.requests["sqs:ReceiveMessage"] += 1
         for message in taken:
