@@ -8,7 +8,6 @@ invisible for the queue's visibility timeout and comes back unless deleted; afte
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import json
 from collections import Counter, deque
@@ -40,11 +39,13 @@ class Queue:
     latency_s: float = 0.0
     requests: Counter[str] = field(default_factory=Counter)
     dead_letters: list[Message] = field(default_factory=list)
-    _invisible: list[tuple[float, int, int, Message]] = field(default_factory=list)
+    # When each invisible message is due to be visible again: the time -> (handle, message) in the
+    # order they were hidden. Each time has an event of its own at it (`_hide`), which runs after
+    # every earlier time's: what is left to reveal when it runs is only what is due at it exactly.
+    _invisible: dict[float, list[tuple[int, Message]]] = field(default_factory=dict)
     _visible: deque[Message] = field(default_factory=deque)  # oldest first: a receive takes from the left
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     _handles: itertools.count[int] = field(default_factory=itertools.count)
-    _seq: itertools.count[int] = field(default_factory=itertools.count)
     live: int = 0
     # Called when a message becomes visible (the event source's pollers wait on it).
     on_visible: Callable[[], None] = lambda: None
@@ -58,13 +59,12 @@ class Queue:
         self._hide(message, self.engine.now + self.latency_s + delay_s)
 
     def _hide(self, message: Message, until: float) -> None:
-        heapq.heappush(self._invisible, (until, next(self._seq), message.handle, message))
+        self._invisible.setdefault(until, []).append((message.handle, message))
         self.engine.at(until, self._reveal)
 
     def _reveal(self) -> None:
         revealed = False
-        while self._invisible and self._invisible[0][0] <= self.engine.now:
-            _, _, handle, message = heapq.heappop(self._invisible)
+        for handle, message in self._invisible.pop(self.engine.now, ()):
             if message.handle != handle:
                 continue  # deleted, or received again since
             if message.receives >= self.max_receive_count:
