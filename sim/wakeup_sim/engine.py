@@ -36,6 +36,7 @@ class Engine:
         self._seconds: list[int] = []  # the seconds in `_later`, as a heap
         self._order = itertools.count()
         self._hub = getcurrent()
+        self._clock: tuple[float, datetime] = (start, datetime.fromtimestamp(start, UTC))
 
     def _push(self, event: Event) -> None:
         when = event[0]
@@ -91,7 +92,12 @@ class Engine:
         self._hub.switch()
 
     def clock(self) -> datetime:
-        return datetime.fromtimestamp(self.now, UTC)
+        """The time now as the service's code reads it (made once a moment: a `datetime` never changes)."""
+        at, value = self._clock
+        if at != self.now:
+            value = datetime.fromtimestamp(self.now, UTC)
+            self._clock = (self.now, value)
+        return value
 
     def run(self, until: float) -> None:
         """Runs every event due up to `until`, in order of time (and of scheduling, at one time)."""

@@ -48,3 +48,17 @@ def test_a_task_sleeps_across_seconds_and_wakes_in_order_with_events() -> None:
     engine.at(2.75, seen.append, "event@2.75")  # scheduled before either task's 2.75: first
     engine.run(until=10.0)
     assert seen == ["a@0.5", "b@2.5", "a@2.5", "event@2.75", "b@2.75", "a@2.75"]
+
+
+def test_the_clock_reads_the_time_now_each_moment() -> None:
+    from datetime import UTC, datetime
+
+    engine = Engine(1_800_000_000.0)
+    seen: list[datetime] = []
+    for when in (1_800_000_000.0, 1_800_000_000.001, 1_800_000_000.001, 1_800_000_007.5):
+        engine.at(when, lambda: seen.append(engine.clock()))
+    engine.run(until=1_800_000_010.0)
+    assert seen == [
+        datetime.fromtimestamp(t, UTC) for t in (1_800_000_000.0, 1_800_000_000.001, 1_800_000_000.001, 1_800_000_007.5)
+    ]
+    assert engine.clock() == datetime.fromtimestamp(1_800_000_010.0, UTC)
