@@ -1,6 +1,8 @@
 """`python -m wakeup_sim` (`make simulate`): every scenario, its figures as Markdown, its plots as PNG."""
 
 import argparse
+import os
+import resource
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -28,6 +30,12 @@ def simulate(scenario: Scenario, plots: Path | None) -> report.Figures:
     return figures
 
 
+def cpu_s() -> float:
+    """CPU time of this process and of its workers (ended and waited for: the pool's, once shut)."""
+    own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m wakeup_sim", description=__doc__)
     parser.add_argument("--only", help="run the scenarios whose name contains this")
@@ -48,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     plots = None if args.no_plots else PLOTS
     if plots is not None:
         plots.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
+    started, cpu_before = time.monotonic(), cpu_s()
     print(report.HEADER, flush=True)
     registering: list[report.Figures] = []
     every: list[report.Figures] = []
@@ -70,7 +78,10 @@ def main(argv: list[str] | None = None) -> int:
             print(report.registration_row(figures), flush=True)
     if args.costs and every:
         print(f"\n{report.costs_table(every)}")
-    print(f"\n{len(chosen)} scenarios in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    # Wall time (what the issue's five minutes are), the CPU of every worker, and the machine's load.
+    wall_s, cpu = time.monotonic() - started, cpu_s() - cpu_before
+    print(f"\n{len(chosen)} scenarios in {wall_s:.0f} s, {cpu:.0f} s of CPU", file=sys.stderr)
+    print("load average: {:.2f}, {:.2f}, {:.2f}".format(*os.getloadavg()), file=sys.stderr)
     return 0
 
 
