@@ -44,7 +44,7 @@ _deserializer = TypeDeserializer()
 MAX_ATTEMPTS = 3
 
 
-def _load_value(value: dict[str, Any]) -> Any:
+def _load_value(value: Any) -> Any:
     """`TypeDeserializer.deserialize`, with its two most common types (a string, a number) read
     without its dispatch: the same values (a number as a `Decimal` in DynamoDB's context)."""
     if len(value) == 1:
