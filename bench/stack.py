@@ -186,7 +186,8 @@ def _child() -> int:
 class BenchStack:
     """The child above, started with `env` added to this process's environment."""
 
-    def __init__(self, env: Mapping[str, str]) -> None:
+    def __init__(self, env: Mapping[str, str], module: str = "bench.stack") -> None:
+        """`module`: the child's module (`wakeup_sim.local_trace` runs this one, traced)."""
         self._output = tempfile.NamedTemporaryFile(prefix="wakeup-bench-functions-", suffix=".log", delete=False)
         self._output.close()
         # The stack's own log, kept when it fails.
@@ -195,7 +196,7 @@ class BenchStack:
         )
         environment = {**os.environ, **env, "BENCH_FUNCTION_OUTPUT": self._output.name}
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "bench.stack"],
+            [sys.executable, "-m", module],
             cwd=ROOT,
             env=environment,
             stdin=subprocess.PIPE,

@@ -14,20 +14,22 @@ from __future__ import annotations
 import math
 import os
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench.__main__ import BURST_DELIVERY_TIMEOUT_S, NO_SWEEPS, deliver, register_many, warm_up
+from bench.__main__ import BURST_DELIVERY_TIMEOUT_S, NO_SWEEPS, deliver, warm_up
 from bench.stack import BenchStack
 from bench.stats import percentile
 from bench.workload import Api, Host
-from wakeup_sim import report
 from wakeup_sim.deployment import Deployment, from_template
 from wakeup_sim.local_profile import Measured, measure
+from wakeup_sim.local_trace import TRACE_ENV
 from wakeup_sim.profile import Profile
-from wakeup_sim.scenarios import Scenario, run
+from wakeup_sim.scenarios import NEAR_LEAD_S, T0, Scenario, first_calls, run
+from wakeup_sim.timeline import WakeTimeline, cpu_table, local_timelines, simulated_timelines, stage_table, traced
 
 SIZES = (100, 200)
 RELATIVE_TOLERANCE = 0.25
@@ -51,13 +53,18 @@ class LocalRun:
     stack_cores: float
     others_cores: float
     loadavg: tuple[float, float, float]
+    timelines: list[WakeTimeline]
+    # The CPU time each part used over that stretch (environments, moto, stack, host and client).
+    cpu_s: dict[str, float]
 
 
 @dataclass(frozen=True)
 class Comparison:
     wakes: int
     local: LocalRun
-    simulated: report.Figures
+    simulated_late_s: list[float]
+    simulated_timelines: list[WakeTimeline]
+    simulated_cpu_s: dict[str, float]
     profile: Profile
 
     @property
@@ -68,8 +75,18 @@ class Comparison:
     def local_p99_s(self) -> float:
         return percentile(self.local.late_s, 99)
 
+    # Both sides' percentiles the same way (nearest rank): at a burst, a percentile can fall between
+    # two batches.
+    @property
+    def simulated_p50_s(self) -> float:
+        return percentile(self.simulated_late_s, 50)
+
+    @property
+    def simulated_p99_s(self) -> float:
+        return percentile(self.simulated_late_s, 99)
+
     def agrees(self) -> bool:
-        return within(self.simulated.p50_s, self.local_p50_s) and within(self.simulated.p99_s, self.local_p99_s)
+        return within(self.simulated_p50_s, self.local_p50_s) and within(self.simulated_p99_s, self.local_p99_s)
 
 
 def within(simulated: float, measured: float) -> bool:
@@ -83,11 +100,27 @@ def _busy_s() -> float:
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
-def _own_s() -> float:
+def _kind(pid: int) -> str:
+    """Which part of the local stack a process of this tree is."""
+    if pid == os.getpid():
+        return "host and client"
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "other"
+    for marker, kind in ((b"awslambdaric", "environments"), (b"moto_process", "moto"), (b"local_trace", "stack")):
+        if marker in command:
+            return kind
+    return "other"
+
+
+def _own() -> tuple[float, dict[int, tuple[str, float]]]:
     """The CPU time of this process and all its descendants (the stack, moto, the environments),
-    those that ended included where their parent has reaped them."""
+    those that ended included where their parent has reaped them; and each live process's own (its
+    kind, its CPU time)."""
     parents: dict[int, int] = {}
     used: dict[int, float] = {}
+    alone: dict[int, float] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -97,13 +130,14 @@ def _own_s() -> float:
             continue  # ended meanwhile
         parents[int(entry)] = int(fields[1])
         used[int(entry)] = sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+        alone[int(entry)] = sum(int(v) for v in fields[11:13]) / os.sysconf("SC_CLK_TCK")
     ours = {os.getpid()}
     grew = True
     while grew:
         found = {pid for pid, parent in parents.items() if parent in ours} - ours
         grew = bool(found)
         ours |= found
-    return sum(used[pid] for pid in ours)
+    return sum(used[pid] for pid in ours), {pid: ("", alone[pid]) for pid in ours}
 
 
 class CpuSampler:
@@ -112,6 +146,9 @@ class CpuSampler:
 
     def __init__(self, every_s: float = SAMPLE_EVERY_S) -> None:
         self.samples: list[tuple[float, float, float]] = []  # (epoch, machine busy, ours)
+        # Each process's CPU time at each sample (by pid: its kind, its CPU time).
+        self.processes: list[dict[int, tuple[str, float]]] = []
+        self._kinds: dict[int, str] = {}
         self._every_s = every_s
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -126,30 +163,55 @@ class CpuSampler:
 
     def _run(self) -> None:
         while True:
-            self.samples.append((time.time(), _busy_s(), _own_s()))
+            ours, processes = _own()
+            for pid in processes.keys() - self._kinds.keys():
+                self._kinds[pid] = _kind(pid)
+            self.samples.append((time.time(), _busy_s(), ours))
+            self.processes.append({pid: (self._kinds[pid], used) for pid, (_, used) in processes.items()})
             if self._stopping.wait(self._every_s):
                 return
 
     def cores_used(self, start: float, end: float) -> tuple[float, float]:
         """The CPU this process tree and other work used between two moments (epoch seconds), in
-        cores."""
-        before = max((s for s in self.samples if s[0] <= start), default=self.samples[0])
-        after = min((s for s in self.samples if s[0] >= end), default=self.samples[-1])
-        seconds = after[0] - before[0]
-        if seconds <= 0:
+        cores (the meters taken between samples as growing evenly)."""
+        if end <= start:
             return 0.0, 0.0
-        ours = (after[2] - before[2]) / seconds
-        return ours, max((after[1] - before[1]) / seconds - ours, 0.0)
+        first, last = self._at(start), self._at(end)
+        ours = (last[1] - first[1]) / (end - start)
+        return ours, max((last[0] - first[0]) / (end - start) - ours, 0.0)
+
+    def _at(self, when: float) -> tuple[float, float]:
+        """The machine's busy CPU time and this tree's at `when`, between the samples around it."""
+        before = max((s for s in self.samples if s[0] <= when), default=self.samples[0])
+        after = min((s for s in self.samples if s[0] >= when), default=self.samples[-1])
+        share = (when - before[0]) / (after[0] - before[0]) if after[0] > before[0] else 0.0
+        return before[1] + share * (after[1] - before[1]), before[2] + share * (after[2] - before[2])
+
+    def cpu_by_kind(self, start: float, end: float) -> dict[str, float]:
+        """The CPU time each part of the local stack used between two moments (epoch seconds)."""
+        at = [sample[0] for sample in self.samples]
+        before = max((i for i, t in enumerate(at) if t <= start), default=0)
+        after = min((i for i, t in enumerate(at) if t >= end), default=len(at) - 1)
+        used: dict[str, float] = {}
+        for pid, (kind, cpu) in self.processes[after].items():
+            earlier = self.processes[before].get(pid, (kind, 0.0))[1]
+            used[kind] = used.get(kind, 0.0) + cpu - earlier
+        return used
 
 
 def local_burst(wakes: int) -> LocalRun:
     """`wakes` near wakes due at one second on the local stack, as `make bench` runs a burst."""
-    with Host() as host, CpuSampler() as sampler:
-        stack = BenchStack(NO_SWEEPS)
+    with Host() as host, CpuSampler() as sampler, tempfile.NamedTemporaryFile(suffix=".jsonl") as trace:
+        stack = BenchStack({**NO_SWEEPS, TRACE_ENV: trace.name}, module="wakeup_sim.local_trace")
         try:
             api = Api(stack.url, stack.account_token)
             warm_up(api, host)
-            paths, tokens = register_many(api, host, "/burst", wakes)
+            paths, tokens, instance_ids = [], [], []
+            for index in range(wakes):
+                instance_id, token, _ = api.register(f"{host.url}/burst{index}")
+                paths.append(f"/burst{index}")
+                tokens.append(token)
+                instance_ids.append(instance_id)
             late, _, _ = deliver(
                 api,
                 host,
@@ -163,12 +225,20 @@ def local_burst(wakes: int) -> LocalRun:
             )
         finally:
             stack.stop()
-    first = host.first_calls(paths)
-    # Other work's share of the machine from the first message's arrival (two seconds before the
-    # wakes' time at most) to the last call: the stretch the lateness depends on.
+        first = host.first_calls(paths)
+        due_at = {path: first[path] - lateness for path, lateness in zip(first, late.late_s, strict=True)}
+        timelines = local_timelines(
+            Path(trace.name),
+            {i: due_at[p] for i, p in zip(instance_ids, paths, strict=True) if p in due_at},
+            {i: first[p] for i, p in zip(instance_ids, paths, strict=True) if p in first},
+        )
+    # Other work's share of the machine from the first batch's hand-over to the last call: the
+    # stretch the lateness depends on, while the stack has work for every core.
     due = min(first[path] for path in first) - min(late.late_s) if late.late_s else time.time()
-    ours, others = sampler.cores_used(due - 2, due + max(late.late_s, default=0.0))
-    return LocalRun(wakes, late.late_s, late.registered_by_s, ours, others, os.getloadavg())
+    busy_from = min((t.handed for t in timelines), default=due - 2)
+    ours, others = sampler.cores_used(busy_from, due + max(late.late_s, default=0.0))
+    cpu = sampler.cpu_by_kind(due - 2, due + max(late.late_s, default=0.0))
+    return LocalRun(wakes, late.late_s, late.registered_by_s, ours, others, os.getloadavg(), timelines, cpu)
 
 
 def local_deployment() -> Deployment:
@@ -177,23 +247,32 @@ def local_deployment() -> Deployment:
     )
 
 
-def simulate(wakes: int, profile: Profile) -> report.Figures:
+def simulate(wakes: int, profile: Profile) -> tuple[list[float], list[WakeTimeline], dict[str, float]]:
+    """The burst in the simulator: each wake's lateness, its timeline, and the CPU each part used."""
     scenario = Scenario(f"{wakes} at one second, near, cold (local)", wakes)
-    return report.figures(run(scenario, local_deployment(), profile))
+    # The CPU each part used from two seconds before the wakes' time, as on the local stack.
+    due = T0 + NEAR_LEAD_S[1] + 60
+    with traced(since=due - 2) as trace:
+        outcome = run(scenario, local_deployment(), profile)
+    firsts = first_calls(outcome)
+    late = [firsts[w.instance_id].started - (w.at or due) for w in outcome.wakes if w.instance_id in firsts]
+    return late, simulated_timelines(trace, outcome), trace.cpu_by_kind(outcome.world, due + max(late, default=0.0))
 
 
 def on_cores_left(profile: Profile, others_cores: float) -> Profile:
-    """The profile on what the machine's other work left of its cores (the stack's idle polling
-    taken off too)."""
+    """The profile on what the machine's other work left of its cores while the burst was under
+    way. The stack's idle polling is not taken off as well: while a burst is under way its poller
+    is not idle, and its receives and deletes are the profile's CPU per batch."""
     assert profile.cores is not None
-    left = max(profile.cores - others_cores - profile.idle_cores, 0.25 * profile.cores)
+    left = max(profile.cores - others_cores, 0.25 * profile.cores)
     return replace(profile, core_speed=left / profile.cores)
 
 
 def compare(measured: Measured, wakes: int) -> Comparison:
     local = local_burst(wakes)
     profile = on_cores_left(measured.profile, local.others_cores)
-    return Comparison(wakes, local, simulate(wakes, profile), profile)
+    late, timelines, cpu = simulate(wakes, profile)
+    return Comparison(wakes, local, late, timelines, cpu, profile)
 
 
 def parameters(measured: Measured) -> str:
@@ -201,6 +280,7 @@ def parameters(measured: Measured) -> str:
     rows = [
         ("cores", f"{p.cores}"),
         ("caller's cold start (init CPU)", f"{p.init_cpu_s * 1000:.0f} ms"),
+        ("caller's AWS requests per cold start", f"{p.cold_start_requests:.1f}"),
         ("caller's CPU per invocation", f"{p.invocation_cpu_s * 1000:.1f} ms"),
         ("caller's CPU per AWS request and per host call", f"{p.aws_request_cpu_s * 1000:.2f} ms"),
         ("moto's CPU per request", f"{(p.service_cpu_s or 0) * 1000:.2f} ms"),
@@ -209,7 +289,7 @@ def parameters(measured: Measured) -> str:
             "stack process's CPU per batch, per message",
             f"{p.batch_cpu_s * 1000:.2f} / {p.message_cpu_s * 1000:.2f} ms",
         ),
-        ("idle polling (moto and the stack)", f"{p.idle_cores:.3f} cores"),
+        ("idle polling (moto and the stack; taken off the rest)", f"{p.idle_cores:.3f} cores"),
         ("poller's polling interval", f"{p.poll_interval_s * 1000:.0f} ms"),
         ("event source: initial, most, more a minute", f"{p.scaling}"),
     ]
@@ -235,8 +315,8 @@ HEADER = (
 def row(c: Comparison) -> str:
     assert c.profile.cores is not None
     return (
-        f"| {c.wakes} | {c.local_p50_s * 1000:.0f} ms | {c.simulated.p50_s * 1000:.0f} ms "
-        f"| {c.local_p99_s * 1000:.0f} ms | {c.simulated.p99_s * 1000:.0f} ms | {'yes' if c.agrees() else 'NO'} "
+        f"| {c.wakes} | {c.local_p50_s * 1000:.0f} ms | {c.simulated_p50_s * 1000:.0f} ms "
+        f"| {c.local_p99_s * 1000:.0f} ms | {c.simulated_p99_s * 1000:.0f} ms | {'yes' if c.agrees() else 'NO'} "
         f"| {c.profile.cores * c.profile.core_speed:.2f} of {c.profile.cores} | {c.local.stack_cores:.2f} "
         f"| {', '.join(f'{v:.2f}' for v in c.local.loadavg)} |"
     )
@@ -252,6 +332,8 @@ def main(sizes: tuple[int, ...] = SIZES) -> int:
         comparison = compare(measured, wakes)
         agreed &= comparison.agrees()
         print(row(comparison), flush=True)
+        print("\n" + stage_table(comparison.local.timelines, comparison.simulated_timelines), flush=True)
+        print(cpu_table(comparison.local.cpu_s, comparison.simulated_cpu_s) + "\n", flush=True)
         if not math.isfinite(comparison.local_p99_s) or len(comparison.local.late_s) < wakes:
             print(f"  ({wakes - len(comparison.local.late_s)} wakes not called on the local stack)", flush=True)
     print(f"\ncalibration in {time.monotonic() - started:.0f} s", file=sys.stderr)

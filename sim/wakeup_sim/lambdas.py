@@ -51,6 +51,9 @@ class Function:
     # On one machine (the local stack): its environments are processes sharing its cores, each
     # up to a full core.
     machine: Machine | None = None
+    # What a cold start does beyond its init's CPU, in the environment (the local stack's caller
+    # reads its signing keys and makes its clients on its first invocation): None, nothing.
+    on_cold_start: Callable[[], None] | None = None
     idle: list[Environment] = field(default_factory=list)
     running: int = 0
     peak: int = 0
@@ -87,14 +90,17 @@ class Function:
         self.peak = max(self.peak, self.running)
         self.invocations += 1
         started = self.engine.now
-        if self.idle:
-            environment = self.idle.pop()
-        else:
+        cold = not self.idle
+        if cold:
             self.cold_starts += 1
             environment = self._environment()
             environment.cpu.use(self.init_s_at_one_vcpu)
+        else:
+            environment = self.idle.pop()
         self.cpus.bind(environment.cpu, hops)
         try:
+            if cold and self.on_cold_start is not None:
+                self.on_cold_start()
             environment.cpu.use(self.invocation_cpu_s)
             return self.handler(payload)
         except Exception:

@@ -25,6 +25,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -34,6 +35,7 @@ import numpy
 
 from bench.workload import Api, Host
 from wakeup.times import format_time
+from wakeup.triggers import QUEUE_LEAD_S
 from wakeup_local.functions import CONCURRENCY_ENV, DEFAULT_CONCURRENCY
 from wakeup_local.request_counter import COUNTS_PATH
 from wakeup_local.sqs_poller import POLL_INTERVAL_S, scaling_of
@@ -48,8 +50,12 @@ SPREAD_WAKES = 10
 SPREAD_EVERY_S = 1.0
 BURST_WAKES = 100
 IDLE_S = 3.0
-# How long ahead the wakes of a round are due: registering them must be over by then.
+# How long ahead the wakes of a round are due, and more for each wake to register (by PUT_CLIENTS
+# at once): the PUTs must be over before the first message can come (QUEUE_LEAD_S + 1 s ahead of
+# its wake), since the meters are read after them.
 LEAD_S = 4.0
+PUT_ALLOWANCE_S = 0.05
+PUT_CLIENTS = 8
 ROUND_TIMEOUT_S = 120.0
 # After the last call: time for the caller to record it and the poller to delete its messages.
 SETTLE_S = 1.5
@@ -155,14 +161,16 @@ class _Bench:
             _, token, _ = self.api.register(f"{self.host.url}{path}")
             paths.append(path)
             tokens.append(token)
-        start = time.time() + LEAD_S
-        for token, due in zip(tokens, dues, strict=True):
-            self.api.wake(token, format_time_at(start + due))
+        start = time.time() + LEAD_S + PUT_ALLOWANCE_S * len(dues)
+        with ThreadPoolExecutor(PUT_CLIENTS) as clients:
+            list(clients.map(lambda token, due: self.api.wake(token, format_time_at(start + due)), tokens, dues))
+        if time.time() > start + min(dues) - (QUEUE_LEAD_S + 1):
+            raise RuntimeError("registering the round's wakes took longer than their lead: the meters would miss some")
         batches, _ = self.counters()
         environments = self.stack.functions.by_logical_id(CALLER).pool.size
         requests = functions_requests(self.stack.endpoint_url)
         moto, caller, own, began = cpu_s(self.moto), self.caller_s(), time.process_time(), time.monotonic()
-        if not self.host.wait_for(paths, 1, time.monotonic() + LEAD_S + max(dues) + ROUND_TIMEOUT_S):
+        if not self.host.wait_for(paths, 1, time.monotonic() + (start - time.time()) + max(dues) + ROUND_TIMEOUT_S):
             raise RuntimeError("the measuring round's wakes were not all called")
         time.sleep(SETTLE_S)
         seconds = time.monotonic() - began
@@ -247,8 +255,13 @@ def measure() -> Measured:
     stack = fit([r for r in busy_stack if not r.cold_starts], "stack_s", ["batches", "wakes"])
     caller["cold_starts"] = residual_per_cold_start(cold, "caller_s", caller)
     stack["cold_starts"] = residual_per_cold_start([r for r in busy_stack if r.cold_starts], "stack_s", stack)
-    # The caller's AWS requests per wake, as moto counted them (the poller's are not counted).
-    requests_per_wake = sum(r.requests for r in delivering) / sum(r.wakes for r in delivering)
+    # The caller's AWS requests per wake, as moto counted them (the poller's are not counted), from
+    # the warm rounds; what the cold rounds made beyond that, per cold start (its signing keys).
+    warm_delivering = [r for r in warm if r.wakes]
+    requests_per_wake = sum(r.requests for r in warm_delivering) / sum(r.wakes for r in warm_delivering)
+    cold_start_requests = max(
+        sum(r.requests - requests_per_wake * r.wakes for r in cold) / max(sum(r.cold_starts for r in cold), 1), 0.0
+    )
     scaling = local_scaling()
     profile = Profile(
         "local",
@@ -266,6 +279,7 @@ def measure() -> Measured:
         cores=cores(),
         idle_cores=moto_idle_per_s + stack_idle_per_s,
         service_cpu_s=moto_per_request,
+        cold_start_requests=cold_start_requests,
         batch_service_cpu_s=2 * moto_per_request,
         batch_cpu_s=stack["batches"],
         message_cpu_s=stack["wakes"],

@@ -37,7 +37,8 @@ class Profile:
     cores: int | None = None
     # The share of each core left to the stack (the machine's other load takes the rest).
     core_speed: float = 1.0
-    # What the stack's idle pollers keep busy of the machine, in cores (moto's and the stack's).
+    # What the stack's idle pollers keep busy of the machine, in cores (moto's and the stack's):
+    # measured, and taken off what moto and the stack use per request and per batch.
     idle_cores: float = 0.0
     # The AWS services' own CPU per request (moto's, one process): None on AWS.
     service_cpu_s: float | None = None
@@ -47,6 +48,9 @@ class Profile:
     message_cpu_s: float = 0.0
     # The services' CPU per batch (moto's, serving the receive and the delete).
     batch_service_cpu_s: float = 0.0
+    # The AWS requests a cold start makes (the local stack's caller: its signing keys, on its first
+    # invocation), each costing `aws_request_cpu_s` and the services' `service_cpu_s`.
+    cold_start_requests: float = 0.0
     # An idle poller looks at the queue this often (0: it learns of a visible message at once).
     poll_interval_s: float = 0.0
     # The event source's scaling when it is not Lambda's: (initial batches, most, more per minute).

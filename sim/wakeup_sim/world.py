@@ -89,6 +89,8 @@ class World:
         machine = Machine(self.engine, p.cores, p.core_speed) if p.cores else None
         service = Cpu(self.engine, 1.0, machine) if p.service_cpu_s is not None else None
         stack_process = Cpu(self.engine, 1.0, machine)
+        # (Kept for the calibration's account of where the machine's CPU went.)
+        self.service_cpu, self.stack_cpu = service, stack_process
         io = DynamoDbIo(self.engine, self.cpus, d, self.rng, p, service)
         self.store = MemoryStore(d.indexes, io, self.rng)
         self.queue = Queue(self.engine, d.visibility_timeout_s, d.max_receive_count, latency_s=0.0)
@@ -119,6 +121,14 @@ class World:
             timed(self.engine, self.cpus, p.scheduler_latency_s, self.rng, p, service),
         )
         sqs_request = timed(self.engine, self.cpus, p.sqs_latency_s, self.rng, p, service)
+        if p.cold_start_requests:
+            whole, part = divmod(p.cold_start_requests, 1)
+
+            def cold_start() -> None:
+                for _ in range(int(whole) + (self.rng.random() < part)):
+                    sqs_request("cold start")
+
+            self.caller_function.on_cold_start = cold_start
         sqs = SqsClient(self.queue, sqs_request, self.cpus.hops)
         self.triggers = Triggers(d.settings, sqs=sqs, scheduler=self.scheduler, clock=self.engine.clock)
         self.hosts = Hosts(
