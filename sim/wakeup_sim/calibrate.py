@@ -11,47 +11,57 @@
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench.__main__ import BURST_DELIVERY_TIMEOUT_S, NO_SWEEPS, deliver, warm_up
+from bench.__main__ import BURST_DELIVERY_TIMEOUT_S, NO_SWEEPS, SETTLE_S, due_at, iso, warm_up
 from bench.stack import BenchStack
 from bench.stats import percentile
 from bench.workload import Api, Host
+from wakeup.triggers import QUEUE_LEAD_S
+from wakeup_local.functions import CONCURRENCY_ENV, DEFAULT_CONCURRENCY
 from wakeup_sim.deployment import Deployment, from_template
-from wakeup_sim.local_profile import Measured, measure
+from wakeup_sim.local_profile import Measured, local_scaling, measure
 from wakeup_sim.local_trace import TRACE_ENV
 from wakeup_sim.profile import Profile
 from wakeup_sim.scenarios import NEAR_LEAD_S, T0, Scenario, first_calls, run
 from wakeup_sim.timeline import WakeTimeline, cpu_table, local_timelines, simulated_timelines, stage_table, traced
 
-SIZES = (100, 200)
+# (wakes, the stack's bound on the caller's environments): bursts of 100 and 200 at the local
+# stack's own bound (16), where the batching window decides how many batches, hence cold starts,
+# there are; and 100 with 8 environments, where batches wait for an environment, and the event
+# source's scaling decides when they run.
+BURSTS = ((100, DEFAULT_CONCURRENCY), (200, DEFAULT_CONCURRENCY), (100, 8))
 RELATIVE_TOLERANCE = 0.25
 ABSOLUTE_TOLERANCE_S = 0.1
-# Time to register a wake over HTTP, with margin: the wakes of a burst must all be registered
-# before their second.
-PUT_ALLOWANCE_S = 0.15
+# Time to register a wake over HTTP (by PUT_CLIENTS at once), with margin: the wakes of a burst
+# must all be registered before their first message can come (QUEUE_LEAD_S + 1 s ahead).
+PUT_ALLOWANCE_S = 0.05
+PUT_CLIENTS = 4
 # The local stack has no DynamoDB throughput limit and bounds its functions, not the account.
 UNLIMITED = 1e12
 SAMPLE_EVERY_S = 0.25
+# How often the sessions with work are counted (a scan of /proc: about 2 ms of CPU here).
+RUNNABLE_EVERY_S = 0.05
 
 
 @dataclass(frozen=True)
 class LocalRun:
     wakes: int
     late_s: list[float]
-    registered_by_s: float
     # The CPU the local stack had while the burst was under way (from its first message to its
     # last call: the stack is busy, so this is what the machine gave it), what other work used
     # meanwhile, in cores; and the load average after.
     stack_cores: float
     others_cores: float
+    # How many sessions of other work had a process running or ready to, on average, meanwhile.
+    other_sessions: float
     loadavg: tuple[float, float, float]
     timelines: list[WakeTimeline]
     # The CPU time each part used over that stretch (environments, moto, stack, host and client).
@@ -61,6 +71,7 @@ class LocalRun:
 @dataclass(frozen=True)
 class Comparison:
     wakes: int
+    environments: int
     local: LocalRun
     simulated_late_s: list[float]
     simulated_timelines: list[WakeTimeline]
@@ -149,17 +160,43 @@ class CpuSampler:
         # Each process's CPU time at each sample (by pid: its kind, its CPU time).
         self.processes: list[dict[int, tuple[str, float]]] = []
         self._kinds: dict[int, str] = {}
+        # (epoch, how many sessions outside this process tree had a process running or ready to)
+        self.runnable: list[tuple[float, int]] = []
         self._every_s = every_s
         self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._threads = [threading.Thread(target=run, daemon=True) for run in (self._run, self._count_runnable)]
 
     def __enter__(self) -> CpuSampler:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
         return self
 
     def __exit__(self, *_: object) -> None:
         self._stopping.set()
-        self._thread.join()
+        for thread in self._threads:
+            thread.join()
+
+    def _count_runnable(self) -> None:
+        """Linux shares the cores among the sessions that have work (autogroups: each execution
+        environment and moto run in a session of their own), so the other work's weight is how
+        many other sessions have a process running or ready to run."""
+        while not self._stopping.wait(RUNNABLE_EVERY_S):
+            sessions = set()
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit() or int(entry) in self._kinds:
+                    continue
+                try:
+                    fields = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()
+                except OSError:
+                    continue
+                if fields[0] == "R" and fields[3] != "0":  # session 0: the kernel's threads
+                    sessions.add(fields[3])
+            self.runnable.append((time.time(), len(sessions)))
+
+    def other_sessions(self, start: float, end: float) -> float:
+        """How many other sessions had work, on average, between two moments (epoch seconds)."""
+        counts = [count for when, count in self.runnable if start <= when <= end]
+        return sum(counts) / len(counts) if counts else 0.0
 
     def _run(self) -> None:
         while True:
@@ -199,46 +236,43 @@ class CpuSampler:
         return used
 
 
-def local_burst(wakes: int) -> LocalRun:
-    """`wakes` near wakes due at one second on the local stack, as `make bench` runs a burst."""
+def local_burst(wakes: int, environments: int = DEFAULT_CONCURRENCY) -> LocalRun:
+    """`wakes` near wakes due at one second on the local stack, as `make bench` runs a burst: the
+    stack in a process of its own (`wakeup_sim.local_trace`: `bench.stack`, traced), a loopback host
+    that answers at once, every wake registered before its message can come."""
     with Host() as host, CpuSampler() as sampler, tempfile.NamedTemporaryFile(suffix=".jsonl") as trace:
-        stack = BenchStack({**NO_SWEEPS, TRACE_ENV: trace.name}, module="wakeup_sim.local_trace")
+        env = {**NO_SWEEPS, TRACE_ENV: trace.name, CONCURRENCY_ENV: str(environments)}
+        stack = BenchStack(env, module="wakeup_sim.local_trace")
         try:
             api = Api(stack.url, stack.account_token)
             warm_up(api, host)
-            paths, tokens, instance_ids = [], [], []
-            for index in range(wakes):
-                instance_id, token, _ = api.register(f"{host.url}/burst{index}")
-                paths.append(f"/burst{index}")
-                tokens.append(token)
-                instance_ids.append(instance_id)
-            late, _, _ = deliver(
-                api,
-                host,
-                stack,
-                f"{wakes} near",
-                paths,
-                tokens,
-                2 + PUT_ALLOWANCE_S * wakes,
-                calls=1,
-                timeout_s=BURST_DELIVERY_TIMEOUT_S,
-            )
+            paths = [f"/burst{index}" for index in range(wakes)]
+            with ThreadPoolExecutor(PUT_CLIENTS) as clients:
+                registered = list(clients.map(lambda path: api.register(f"{host.url}{path}"), paths))
+                at = due_at(QUEUE_LEAD_S + 2 + PUT_ALLOWANCE_S * wakes)
+                list(clients.map(lambda instance: api.wake(instance[1], iso(at)), registered))
+            if time.time() > at - (QUEUE_LEAD_S + 1):
+                raise RuntimeError("registering the burst's wakes took longer than their lead")
+            if not host.wait_for(paths, 1, time.monotonic() + (at - time.time()) + BURST_DELIVERY_TIMEOUT_S):
+                print(f"  (not every wake was called within {BURST_DELIVERY_TIMEOUT_S} s)", file=sys.stderr)
+            time.sleep(SETTLE_S)
         finally:
             stack.stop()
+        instance_ids = [instance_id for instance_id, _, _ in registered]
         first = host.first_calls(paths)
-        due_at = {path: first[path] - lateness for path, lateness in zip(first, late.late_s, strict=True)}
+        late = [first[path] - at for path in paths if path in first]
         timelines = local_timelines(
             Path(trace.name),
-            {i: due_at[p] for i, p in zip(instance_ids, paths, strict=True) if p in due_at},
+            dict.fromkeys(instance_ids, at),
             {i: first[p] for i, p in zip(instance_ids, paths, strict=True) if p in first},
         )
-    # Other work's share of the machine from the first batch's hand-over to the last call: the
-    # stretch the lateness depends on, while the stack has work for every core.
-    due = min(first[path] for path in first) - min(late.late_s) if late.late_s else time.time()
-    busy_from = min((t.handed for t in timelines), default=due - 2)
-    ours, others = sampler.cores_used(busy_from, due + max(late.late_s, default=0.0))
-    cpu = sampler.cpu_by_kind(due - 2, due + max(late.late_s, default=0.0))
-    return LocalRun(wakes, late.late_s, late.registered_by_s, ours, others, os.getloadavg(), timelines, cpu)
+    # Other work on the machine from the first batch's hand-over to the last call: the stretch the
+    # lateness depends on, while the stack has work for every core.
+    busy_from, busy_to = min((t.handed for t in timelines), default=at - 2), at + max(late, default=0.0)
+    ours, others = sampler.cores_used(busy_from, busy_to)
+    sessions = sampler.other_sessions(busy_from, busy_to)
+    cpu = sampler.cpu_by_kind(at - 2, busy_to)
+    return LocalRun(wakes, late, ours, others, sessions, os.getloadavg(), timelines, cpu)
 
 
 def local_deployment() -> Deployment:
@@ -259,20 +293,23 @@ def simulate(wakes: int, profile: Profile) -> tuple[list[float], list[WakeTimeli
     return late, simulated_timelines(trace, outcome), trace.cpu_by_kind(outcome.world, due + max(late, default=0.0))
 
 
-def on_cores_left(profile: Profile, others_cores: float) -> Profile:
-    """The profile on what the machine's other work left of its cores while the burst was under
-    way. The stack's idle polling is not taken off as well: while a burst is under way its poller
-    is not idle, and its receives and deletes are the profile's CPU per batch."""
-    assert profile.cores is not None
-    left = max(profile.cores - others_cores, 0.25 * profile.cores)
-    return replace(profile, core_speed=left / profile.cores)
+def with_other_work(profile: Profile, other_sessions: float) -> Profile:
+    """The profile on a machine that other work shares: as that many jobs always under way, each
+    taking its share of the cores as each of the stack's processes does (Linux's autogroups). The
+    stack's idle polling is not taken off as well: while a burst is under way its poller is not
+    idle, and its receives and deletes are the profile's CPU per batch."""
+    return replace(profile, background_jobs=other_sessions)
 
 
-def compare(measured: Measured, wakes: int) -> Comparison:
-    local = local_burst(wakes)
-    profile = on_cores_left(measured.profile, local.others_cores)
+def compare(measured: Measured, wakes: int, environments: int = DEFAULT_CONCURRENCY) -> Comparison:
+    local = local_burst(wakes, environments)
+    scaling = local_scaling(environments)
+    profile = replace(
+        with_other_work(measured.profile, local.other_sessions),
+        scaling=(scaling.initial, scaling.maximum, scaling.per_minute),
+    )
     late, timelines, cpu = simulate(wakes, profile)
-    return Comparison(wakes, local, late, timelines, cpu, profile)
+    return Comparison(wakes, environments, local, late, timelines, cpu, profile)
 
 
 def parameters(measured: Measured) -> str:
@@ -306,35 +343,47 @@ def parameters(measured: Measured) -> str:
 
 
 HEADER = (
-    "| wakes at one second | local p50 | simulated p50 | local p99 | simulated p99 | within tolerance "
-    "| cores left to the stack | cores the stack used | load average after |\n"
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    "| wakes at one second | caller's environments | local p50 | simulated p50 | local p99 | simulated p99 "
+    "| within tolerance | other sessions with work | cores other work used | cores the stack used "
+    "| load average after |\n"
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 )
 
 
 def row(c: Comparison) -> str:
-    assert c.profile.cores is not None
     return (
-        f"| {c.wakes} | {c.local_p50_s * 1000:.0f} ms | {c.simulated_p50_s * 1000:.0f} ms "
+        f"| {c.wakes} | {c.environments} | {c.local_p50_s * 1000:.0f} ms | {c.simulated_p50_s * 1000:.0f} ms "
         f"| {c.local_p99_s * 1000:.0f} ms | {c.simulated_p99_s * 1000:.0f} ms | {'yes' if c.agrees() else 'NO'} "
-        f"| {c.profile.cores * c.profile.core_speed:.2f} of {c.profile.cores} | {c.local.stack_cores:.2f} "
+        f"| {c.local.other_sessions:.2f} | {c.local.others_cores:.2f} | {c.local.stack_cores:.2f} "
         f"| {', '.join(f'{v:.2f}' for v in c.local.loadavg)} |"
     )
 
 
-def main(sizes: tuple[int, ...] = SIZES) -> int:
+def details(c: Comparison) -> str:
+    """Where the two sides part: each stage, and the CPU each part used."""
+    missing = c.wakes - len(c.local.late_s)
+    return "\n".join(
+        [
+            f"{c.wakes} wakes, {c.environments} environments:",
+            "",
+            stage_table(c.local.timelines, c.simulated_timelines),
+            "",
+            cpu_table(c.local.cpu_s, c.simulated_cpu_s),
+            *([f"({missing} wakes not called on the local stack)"] if missing else []),
+        ]
+    )
+
+
+def main(bursts: tuple[tuple[int, int], ...] = BURSTS) -> int:
     started = time.monotonic()
     measured = measure()
     print(parameters(measured) + "\n", flush=True)
     print(HEADER, flush=True)
-    agreed = True
-    for wakes in sizes:
-        comparison = compare(measured, wakes)
-        agreed &= comparison.agrees()
-        print(row(comparison), flush=True)
-        print("\n" + stage_table(comparison.local.timelines, comparison.simulated_timelines), flush=True)
-        print(cpu_table(comparison.local.cpu_s, comparison.simulated_cpu_s) + "\n", flush=True)
-        if not math.isfinite(comparison.local_p99_s) or len(comparison.local.late_s) < wakes:
-            print(f"  ({wakes - len(comparison.local.late_s)} wakes not called on the local stack)", flush=True)
+    comparisons = []
+    for wakes, environments in bursts:
+        comparisons.append(compare(measured, wakes, environments))
+        print(row(comparisons[-1]), flush=True)
+    for comparison in comparisons:
+        print("\n" + details(comparison), flush=True)
     print(f"\ncalibration in {time.monotonic() - started:.0f} s", file=sys.stderr)
-    return 0 if agreed else 1
+    return 0 if all(c.agrees() for c in comparisons) else 1

@@ -21,6 +21,7 @@ from botocore.exceptions import ClientError
 
 from wakeup.errors import ConflictError
 from wakeup.model import Account, Instance, Trigger
+from wakeup.signing import SigningVersions
 from wakeup.store import (
     ACCOUNTS_LIST,
     BATCH_GET_KEYS,
@@ -31,6 +32,7 @@ from wakeup.store import (
     _dump,
     _instance,
     _instance_key,
+    _signing,
     _token_key,
     pending_shard,
 )
@@ -155,11 +157,11 @@ class MemoryStore(Store):
         self._sizes[pk] = (item, size)
         return size
 
-    def _read(self, pk: str, operation: str = "GetItem") -> Item | None:
+    def _read(self, pk: str, operation: str = "GetItem", consistent: bool = True) -> Item | None:
         for attempt in range(MAX_ATTEMPTS):
             self.io.request(operation)
             item = self.items.get(pk)
-            units = read_units(self._size(pk, item))
+            units = read_units(self._size(pk, item), consistent)
             if self.io.admit(units, 0, []):
                 self.metered.requests[f"dynamodb:{operation}"] += 1
                 self.metered.read_units += units
@@ -287,6 +289,12 @@ class MemoryStore(Store):
 
     def _get(self, pk: str) -> Item | None:
         return self._read(pk)
+
+    def signing_versions(self, account_id: str) -> SigningVersions | None:
+        """As `Store.signing_versions`: an eventually consistent GetItem of the account (the caller
+        reads it for every call it signs)."""
+        item = self._read(_account_key(account_id), consistent=False)
+        return _signing(item) if item is not None else None
 
     # -- accounts and instances (what a scenario needs to set up its hosts) ---------------------
 

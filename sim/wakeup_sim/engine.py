@@ -126,12 +126,15 @@ class Machine:
     """One computer's cores, shared by every process on it (the local stack: moto, the stack's own
     process and every execution environment), as an operating system shares them: every piece of
     work under way progresses at once, each at most on one core, at an equal share of the cores
-    (processor sharing). `speed` is the share of a core the machine's other work leaves."""
+    (processor sharing). `speed` is the share of a core the machine's other work leaves; or
+    `background`, the other work as that many jobs always under way, taking their equal shares (as
+    Linux shares the cores among sessions that have work, with autogroups)."""
 
-    def __init__(self, engine: Engine, cores: int, speed: float = 1.0) -> None:
+    def __init__(self, engine: Engine, cores: int, speed: float = 1.0, background: float = 0.0) -> None:
         self.engine = engine
         self.speed = speed
         self.capacity = max(cores, 1) * speed
+        self.background = background
         self._jobs: dict[int, list[Any]] = {}  # id -> [work left in core-seconds, resume]
         self._ids = itertools.count()
         self._updated = engine.now
@@ -145,7 +148,7 @@ class Machine:
         self.engine.wait_parked()
 
     def _rate(self) -> float:
-        return min(self.speed, self.capacity / len(self._jobs)) if self._jobs else 0.0
+        return min(self.speed, self.capacity / (len(self._jobs) + self.background)) if self._jobs else 0.0
 
     def _advance(self) -> None:
         done = (self.engine.now - self._updated) * self._rate()

@@ -210,14 +210,14 @@ def concurrency() -> int:
     return int(os.environ.get(CONCURRENCY_ENV) or DEFAULT_CONCURRENCY)
 
 
-def local_scaling() -> Scaling:
+def local_scaling(bound: int | None = None) -> Scaling:
     """The caller's event source as the local stack runs template.yaml's: its mapping's scaling,
-    bounded by the stack's concurrency (`wakeup_local.sqs_poller.event_sources`)."""
+    bounded by the stack's concurrency (`wakeup_local.sqs_poller.event_sources`), or `bound`."""
     template = load_template(TEMPLATE)
     events = Resolver(template, stack_name="sim").resolve(template.resources[CALLER]["Properties"]["Events"])
     for name, event in events.items():
         if event.get("Type") == "SQS":
-            return scaling_of(f"{CALLER}.{name}", event["Properties"], concurrency())
+            return scaling_of(f"{CALLER}.{name}", event["Properties"], bound or concurrency())
     raise ValueError("the caller has no SQS event")
 
 

@@ -37,6 +37,9 @@ class Profile:
     cores: int | None = None
     # The share of each core left to the stack (the machine's other load takes the rest).
     core_speed: float = 1.0
+    # Or the machine's other load as this many jobs always under way, each taking its equal share
+    # of the cores as the stack's processes do (`engine.Machine`).
+    background_jobs: float = 0.0
     # What the stack's idle pollers keep busy of the machine, in cores (moto's and the stack's):
     # measured, and taken off what moto and the stack use per request and per batch.
     idle_cores: float = 0.0

@@ -19,6 +19,7 @@ from typing import Any
 from wakeup.delivery import Caller, Source, parse_trigger
 from wakeup.model import Trigger
 from wakeup.observability import logger
+from wakeup.signing import SigningKeys
 from wakeup.sweeper import UnreadShardsError, sweep
 from wakeup.tokens import hash_token
 from wakeup.triggers import Triggers
@@ -62,6 +63,14 @@ def counted_logs() -> Iterator[_CountingStream]:
         handler.stream = previous  # type: ignore[attr-defined]
 
 
+class _MasterKey:
+    """The signing master key, as Powertools' `SecretsProvider` returns it from its cache (read from
+    Secrets Manager once per environment and `MASTER_MAX_AGE_S`: left out, as a cold start's cost)."""
+
+    def get(self, name: str, max_age: int = 0) -> str:
+        return "sim-master-key-" + "0" * 32
+
+
 @dataclass
 class Wake:
     instance_id: str
@@ -86,7 +95,7 @@ class World:
         self.cpus = Cpus(self.engine)
         d, p = self.deployment, self.profile
         # On one machine (the local stack): its cores, moto's process and the stack's own.
-        machine = Machine(self.engine, p.cores, p.core_speed) if p.cores else None
+        machine = Machine(self.engine, p.cores, p.core_speed, p.background_jobs) if p.cores else None
         service = Cpu(self.engine, 1.0, machine) if p.service_cpu_s is not None else None
         stack_process = Cpu(self.engine, 1.0, machine)
         # (Kept for the calibration's account of where the machine's CPU went.)
@@ -141,6 +150,9 @@ class World:
             call=self.hosts.call,
             clock=self.engine.clock,
             sleep=self.engine.sleep,
+            # template.yaml gives the caller a signing master key: every call is signed, after a
+            # read of the account's signing versions.
+            signing=SigningKeys(_MasterKey(), "sim-master-key"),
         )
         self.event_source: EventSource = for_deployment(
             self.engine, self.queue, self.caller_function, d, self.warm, p.scaling
