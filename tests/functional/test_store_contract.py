@@ -85,6 +85,14 @@ def test_a_new_registration_returns_the_one_it_replaced(table: Table) -> None:
     assert replaced is not None and replaced.reg == first.reg
 
 
+def test_an_accounts_signing_versions_are_read_and_an_unknown_account_has_none(table: Table) -> None:
+    # The caller reads them before every signed call (the simulator's caller signs as well).
+    account = table.store.create_account("contract", uuid.uuid4().hex, now())
+    versions = table.store.signing_versions(account.id)
+    assert versions is not None and versions.current == 1 and versions.previous is None
+    assert table.store.signing_versions(str(uuid.uuid4())) is None
+
+
 def test_a_registration_for_an_unknown_instance_is_refused(table: Table) -> None:
     assert table.store.register_wake(str(uuid.uuid4()), now(), uuid.uuid4().hex) is None
 

@@ -5,10 +5,12 @@ import pytest
 from wakeup_sim.engine import Cpu, Engine, Machine
 
 
-def finish_times(cores: int, works: list[tuple[str, float]], speed: float = 1.0) -> dict[str, float]:
+def finish_times(
+    cores: int, works: list[tuple[str, float]], speed: float = 1.0, background: float = 0.0
+) -> dict[str, float]:
     """Runs each (process, seconds of work) as a task at time 0; returns when each task ended."""
     engine = Engine(0.0)
-    machine = Machine(engine, cores, speed)
+    machine = Machine(engine, cores, speed, background)
     processes: dict[str, Cpu] = {}
     ended: dict[str, float] = {}
     for index, (process, seconds) in enumerate(works):
@@ -44,3 +46,10 @@ def test_a_short_piece_of_work_ends_first_then_the_long_one_has_the_core() -> No
 
 def test_other_work_on_the_machine_slows_every_process() -> None:
     assert finish_times(2, [("a", 1.0), ("b", 1.0)], speed=0.5) == pytest.approx({"a0": 2.0, "b1": 2.0})
+
+
+def test_other_sessions_with_work_take_their_share_of_the_cores() -> None:
+    # Two other sessions busy on two cores: a process of the stack is a third job, at two thirds of
+    # a core; with a second one, the four share the two cores, each at half of one.
+    assert finish_times(2, [("a", 1.0)], background=2.0) == pytest.approx({"a0": 1.5})
+    assert finish_times(2, [("a", 1.0), ("b", 1.0)], background=2.0) == pytest.approx({"a0": 2.0, "b1": 2.0})
