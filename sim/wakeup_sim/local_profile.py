@@ -248,8 +248,11 @@ def measure() -> Measured:
     # starts it).
     idle = rounds[0]
     moto_idle_per_s, stack_idle_per_s = idle.moto_s / idle.seconds, idle.stack_s / idle.seconds
-    served = sum(r.requests + 2 * r.batches for r in delivering)
-    moto_per_request = max(sum(r.moto_s - moto_idle_per_s * r.seconds for r in delivering) / served, 0.0)
+    # moto's CPU per request from the bursts only: in the rounds of few wakes its idle polling is
+    # most of what it used, and taking that off leaves mostly noise.
+    bursts = [r for r in delivering if r.wakes >= BURST_WAKES]
+    served = sum(r.requests + 2 * r.batches for r in bursts)
+    moto_per_request = max(sum(r.moto_s - moto_idle_per_s * r.seconds for r in bursts) / served, 0.0)
     caller = fit([r for r in warm if r.wakes], "caller_s", ["batches", "wakes"])
     busy_stack = [replace(r, stack_s=r.stack_s - stack_idle_per_s * r.seconds) for r in delivering]
     stack = fit([r for r in busy_stack if not r.cold_starts], "stack_s", ["batches", "wakes"])

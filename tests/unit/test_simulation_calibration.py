@@ -20,4 +20,5 @@ WAKES = 200
 def test_the_simulator_reproduces_the_local_stacks_lateness_at_a_burst() -> None:
     comparison = compare(measure(), WAKES)
     assert len(comparison.local.late_s) == WAKES, "the local stack did not call every wake"
-    assert comparison.agrees(), f"p50 and p99 must agree within 25% or 100 ms:\n{row(comparison)}\n{details(comparison)}"
+    agreement = "p50 and p99 must agree within 25% or 100 ms"
+    assert comparison.agrees(), f"{agreement}:\n{row(comparison)}\n{details(comparison)}"
