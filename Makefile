@@ -29,11 +29,8 @@ lint: $(STAMP)
 	$(BIN)/mypy layers/wakeup/wakeup local/wakeup_local admin/wakeup_admin sim/wakeup_sim client/wakeup_client functions apidoc
 	$(BIN)/cfn-lint template.yaml
 
-# The calibration against the local stack runs alone after the rest: it times real CPU work, which
-# the other worker's tests would take.
 pytest: $(STAMP)
 	$(BIN)/pytest -n 2
-	$(BIN)/pytest -m calibration
 
 # docs/openapi.json from the code (tests/functional/test_openapi.py fails when it drifts).
 openapi: $(STAMP)
