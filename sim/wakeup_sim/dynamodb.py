@@ -361,13 +361,8 @@ class MemoryStore(Store):
                 raise _ConditionFailed
             for name in ("called_at", "last_error", "claim_until"):
                 item.pop(name, None)
-            item.update(
-                at=format_time(at),
-                reg=reg,
-                attempts=0,
-                pending_shard=pending_shard(instance_id),
-                pending_due=format_time(at),
-            )
+            at_text = format_time(at)
+            item.update(at=at_text, reg=reg, attempts=0, pending_shard=pending_shard(instance_id), pending_due=at_text)
             return item
 
         try:

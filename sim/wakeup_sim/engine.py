@@ -16,24 +16,27 @@ from typing import Any
 from greenlet import getcurrent, greenlet
 
 Event = tuple[float, int, Callable[..., Any], tuple[Any, ...]]  # when, order, action, its arguments
+# Slices of virtual time the engine files later events by: a power of two, so that a time's slice
+# (`when * SLICES_PER_S`, rounded down) and a slice's start are exact in floating point.
+SLICES_PER_S = 64
 
 
 class Engine:
     """The simulation's clock and its one loop; every task and model runs from `run`.
 
     Events run in order of time, and of scheduling at one time. Those due before the end of the
-    clock's current second are in a heap; later ones wait in a list per second of virtual time,
-    made a heap when the clock reaches that second. A scenario schedules hundreds of thousands of
-    events minutes ahead (its registrations, SQS's delays), and one heap of them all made every
-    event's push and pop walk some 20 levels of memory the processor's caches do not hold.
+    clock's current slice of time (1/64 s) are in a heap; later ones wait in a list per slice,
+    made a heap when the clock reaches it. A scenario schedules hundreds of thousands of events
+    minutes ahead (its registrations, SQS's delays), and one heap of them all made every event's
+    push and pop walk some 20 levels of memory the processor's caches do not hold.
     """
 
     def __init__(self, start: float) -> None:
         self.now = start
         self._heap: list[Event] = []
-        self._horizon = float(math.floor(start) + 1)  # the heap holds every event before it
-        self._later: dict[int, list[Event]] = {}  # a second from the horizon on -> its events
-        self._seconds: list[int] = []  # the seconds in `_later`, as a heap
+        self._horizon = (math.floor(start * SLICES_PER_S) + 1) / SLICES_PER_S  # the heap: every event before it
+        self._later: dict[int, list[Event]] = {}  # a slice from the horizon on -> its events
+        self._slices: list[int] = []  # the slices in `_later`, as a heap
         self._order = itertools.count()
         self._hub = getcurrent()
         self._clock: tuple[float, datetime] = (start, datetime.fromtimestamp(start, UTC))
@@ -43,11 +46,11 @@ class Engine:
         if when < self._horizon:
             heapq.heappush(self._heap, event)
             return
-        second = math.floor(when)
-        later = self._later.get(second)
+        slice_ = math.floor(when * SLICES_PER_S)
+        later = self._later.get(slice_)
         if later is None:
-            self._later[second] = [event]
-            heapq.heappush(self._seconds, second)
+            self._later[slice_] = [event]
+            heapq.heappush(self._slices, slice_)
         else:
             later.append(event)
 
@@ -101,16 +104,16 @@ class Engine:
 
     def run(self, until: float) -> None:
         """Runs every event due up to `until`, in order of time (and of scheduling, at one time)."""
-        heap, pop, seconds = self._heap, heapq.heappop, self._seconds
+        heap, pop, slices = self._heap, heapq.heappop, self._slices
         while True:
             if not heap:
-                # The heap is done with: the next second that has events, if it is not past `until`.
-                if not seconds or seconds[0] > until:
+                # The heap is done with: the next slice that has events, if it is not past `until`.
+                if not slices or slices[0] / SLICES_PER_S > until:
                     break
-                second = pop(seconds)
-                heap.extend(self._later.pop(second))
+                slice_ = pop(slices)
+                heap.extend(self._later.pop(slice_))
                 heapq.heapify(heap)
-                self._horizon = float(second + 1)
+                self._horizon = (slice_ + 1) / SLICES_PER_S
             if heap[0][0] > until:
                 break
             when, _, action, args = pop(heap)
@@ -119,7 +122,7 @@ class Engine:
         self.now = max(self.now, until)
 
     def idle(self) -> bool:
-        return not self._heap and not self._seconds
+        return not self._heap and not self._slices
 
 
 class Machine:
