@@ -73,9 +73,7 @@ class Comparison:
     wakes: int
     environments: int
     local: LocalRun
-    simulated_late_s: list[float]
-    simulated_timelines: list[WakeTimeline]
-    simulated_cpu_s: dict[str, float]
+    simulated: Simulated
     profile: Profile
 
     @property
@@ -90,11 +88,11 @@ class Comparison:
     # two batches.
     @property
     def simulated_p50_s(self) -> float:
-        return percentile(self.simulated_late_s, 50)
+        return percentile(self.simulated.late_s, 50)
 
     @property
     def simulated_p99_s(self) -> float:
-        return percentile(self.simulated_late_s, 99)
+        return percentile(self.simulated.late_s, 99)
 
     def agrees(self) -> bool:
         return within(self.simulated_p50_s, self.local_p50_s) and within(self.simulated_p99_s, self.local_p99_s)
@@ -142,13 +140,22 @@ def _own() -> tuple[float, dict[int, tuple[str, float]]]:
         parents[int(entry)] = int(fields[1])
         used[int(entry)] = sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
         alone[int(entry)] = sum(int(v) for v in fields[11:13]) / os.sysconf("SC_CLK_TCK")
-    ours = {os.getpid()}
-    grew = True
-    while grew:
-        found = {pid for pid, parent in parents.items() if parent in ours} - ours
-        grew = bool(found)
-        ours |= found
+    ours = _descendants(parents, os.getpid())
     return sum(used[pid] for pid in ours), {pid: ("", alone[pid]) for pid in ours}
+
+
+def _descendants(parents: dict[int, int], root: int) -> set[int]:
+    """`root` and every process under it, from each process's parent."""
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
+    found, todo = {root}, [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
 
 
 class CpuSampler:
@@ -181,17 +188,22 @@ class CpuSampler:
         environment and moto run in a session of their own), so the other work's weight is how
         many other sessions have a process running or ready to run."""
         while not self._stopping.wait(RUNNABLE_EVERY_S):
-            sessions = set()
+            parents: dict[int, int] = {}
+            running: dict[int, str] = {}  # pid -> its session, for processes running or ready to
             for entry in os.listdir("/proc"):
-                if not entry.isdigit() or int(entry) in self._kinds:
+                if not entry.isdigit():
                     continue
                 try:
                     fields = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()
                 except OSError:
                     continue
+                parents[int(entry)] = int(fields[1])
                 if fields[0] == "R" and fields[3] != "0":  # session 0: the kernel's threads
-                    sessions.add(fields[3])
-            self.runnable.append((time.time(), len(sessions)))
+                    running[int(entry)] = fields[3]
+            # This process tree's own, found at each count: an environment just started is the
+            # stack's, not other work.
+            ours = _descendants(parents, os.getpid())
+            self.runnable.append((time.time(), len({s for pid, s in running.items() if pid not in ours})))
 
     def other_sessions(self, start: float, end: float) -> float:
         """How many other sessions had work, on average, between two moments (epoch seconds)."""
@@ -281,35 +293,60 @@ def local_deployment() -> Deployment:
     )
 
 
-def simulate(wakes: int, profile: Profile) -> tuple[list[float], list[WakeTimeline], dict[str, float]]:
-    """The burst in the simulator: each wake's lateness, its timeline, and the CPU each part used."""
+@dataclass(frozen=True)
+class Simulated:
+    late_s: list[float]
+    timelines: list[WakeTimeline]
+    cpu_s: dict[str, float]  # each part's CPU time from 2 s before the wakes' time to the last call
+    others_cores: float  # what the other work had of the cores, first hand-over to last call
+
+
+def simulate(wakes: int, profile: Profile) -> Simulated:
+    """The burst in the simulator: each wake's lateness and timeline, and the CPU each part used."""
     scenario = Scenario(f"{wakes} at one second, near, cold (local)", wakes)
-    # The CPU each part used from two seconds before the wakes' time, as on the local stack.
     due = T0 + NEAR_LEAD_S[1] + 60
     with traced(since=due - 2) as trace:
         outcome = run(scenario, local_deployment(), profile)
     firsts = first_calls(outcome)
     late = [firsts[w.instance_id].started - (w.at or due) for w in outcome.wakes if w.instance_id in firsts]
-    return late, simulated_timelines(trace, outcome), trace.cpu_by_kind(outcome.world, due + max(late, default=0.0))
+    timelines = simulated_timelines(trace, outcome)
+    busy_from, busy_to = min((t.handed for t in timelines), default=due - 2), due + max(late, default=0.0)
+    return Simulated(
+        late, timelines, trace.cpu_by_kind(outcome.world, busy_to), trace.background_cores(busy_from, busy_to)
+    )
 
 
-def with_other_work(profile: Profile, other_sessions: float) -> Profile:
-    """The profile on a machine that other work shares: as that many jobs always under way, each
-    taking its share of the cores as each of the stack's processes does (Linux's autogroups). The
-    stack's idle polling is not taken off as well: while a burst is under way its poller is not
-    idle, and its receives and deletes are the profile's CPU per batch."""
-    return replace(profile, background_jobs=other_sessions)
+# The other work's weight is found by halving the interval this many times.
+OTHER_WORK_STEPS = 8
+MOST_OTHER_JOBS = 8.0
+
+
+def with_other_work(profile: Profile, wakes: int, others_cores: float) -> tuple[Profile, Simulated]:
+    """The profile on a machine that other work shares, as that many jobs always under way, each
+    taking its share of the cores as each of the stack's processes does (Linux shares the cores
+    among sessions with work: its autogroups), and the burst simulated on it. How many: as many as
+    take, in the simulated burst, the cores the other work took while the local burst ran (a
+    condition of the machine measured then, not a parameter of the stack; the sessions counted
+    with work come out lower, since they wait on other things too). The stack's idle polling is
+    not taken off as well: while a burst is under way its poller is not idle, and its receives and
+    deletes are the profile's CPU per batch."""
+    low, high = 0.0, MOST_OTHER_JOBS
+    for _ in range(OTHER_WORK_STEPS):
+        middle = (low + high) / 2
+        if simulate(wakes, replace(profile, background_jobs=middle)).others_cores < others_cores:
+            low = middle
+        else:
+            high = middle
+    matched = replace(profile, background_jobs=(low + high) / 2)
+    return matched, simulate(wakes, matched)
 
 
 def compare(measured: Measured, wakes: int, environments: int = DEFAULT_CONCURRENCY) -> Comparison:
     local = local_burst(wakes, environments)
     scaling = local_scaling(environments)
-    profile = replace(
-        with_other_work(measured.profile, local.other_sessions),
-        scaling=(scaling.initial, scaling.maximum, scaling.per_minute),
-    )
-    late, timelines, cpu = simulate(wakes, profile)
-    return Comparison(wakes, environments, local, late, timelines, cpu, profile)
+    bounded = replace(measured.profile, scaling=(scaling.initial, scaling.maximum, scaling.per_minute))
+    profile, simulated = with_other_work(bounded, wakes, local.others_cores)
+    return Comparison(wakes, environments, local, simulated, profile)
 
 
 def parameters(measured: Measured) -> str:
@@ -344,9 +381,9 @@ def parameters(measured: Measured) -> str:
 
 HEADER = (
     "| wakes at one second | caller's environments | local p50 | simulated p50 | local p99 | simulated p99 "
-    "| within tolerance | other sessions with work | cores other work used | cores the stack used "
-    "| load average after |\n"
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    "| within tolerance | cores other work used (simulated) | as jobs | other sessions with work "
+    "| cores the stack used | load average after |\n"
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 )
 
 
@@ -354,7 +391,8 @@ def row(c: Comparison) -> str:
     return (
         f"| {c.wakes} | {c.environments} | {c.local_p50_s * 1000:.0f} ms | {c.simulated_p50_s * 1000:.0f} ms "
         f"| {c.local_p99_s * 1000:.0f} ms | {c.simulated_p99_s * 1000:.0f} ms | {'yes' if c.agrees() else 'NO'} "
-        f"| {c.local.other_sessions:.2f} | {c.local.others_cores:.2f} | {c.local.stack_cores:.2f} "
+        f"| {c.local.others_cores:.2f} ({c.simulated.others_cores:.2f}) | {c.profile.background_jobs:.2f} "
+        f"| {c.local.other_sessions:.2f} | {c.local.stack_cores:.2f} "
         f"| {', '.join(f'{v:.2f}' for v in c.local.loadavg)} |"
     )
 
@@ -366,9 +404,9 @@ def details(c: Comparison) -> str:
         [
             f"{c.wakes} wakes, {c.environments} environments:",
             "",
-            stage_table(c.local.timelines, c.simulated_timelines),
+            stage_table(c.local.timelines, c.simulated.timelines),
             "",
-            cpu_table(c.local.cpu_s, c.simulated_cpu_s),
+            cpu_table(c.local.cpu_s, c.simulated.cpu_s),
             *([f"({missing} wakes not called on the local stack)"] if missing else []),
         ]
     )

@@ -138,6 +138,7 @@ class Machine:
         self.speed = speed
         self.capacity = max(cores, 1) * speed
         self.background = background
+        self.background_s = 0.0  # the CPU time the background jobs have had so far
         self._jobs: dict[int, list[Any]] = {}  # id -> [work left in core-seconds, resume]
         self._ids = itertools.count()
         self._updated = engine.now
@@ -154,6 +155,9 @@ class Machine:
         return min(self.speed, self.capacity / (len(self._jobs) + self.background)) if self._jobs else 0.0
 
     def _advance(self) -> None:
+        if self.background:
+            share = min(self.speed, self.capacity / (len(self._jobs) + self.background))
+            self.background_s += (self.engine.now - self._updated) * self.background * share
         done = (self.engine.now - self._updated) * self._rate()
         if done:
             for job in self._jobs.values():

@@ -24,7 +24,7 @@ from greenlet import getcurrent
 from bench.stats import percentile
 from wakeup.settings import SQS_MAX_DELAY_S
 from wakeup.triggers import QUEUE_LEAD_S
-from wakeup_sim.engine import Cpu
+from wakeup_sim.engine import Cpu, Machine
 from wakeup_sim.event_source import EventSource
 from wakeup_sim.lambdas import Function
 from wakeup_sim.scenarios import Outcome
@@ -94,6 +94,13 @@ class _SimTrace:
         self.batches: list[dict[str, Any]] = []
         self._current: dict[Any, dict[str, Any]] = {}
         self.cpu: list[tuple[float, int, float]] = []  # from `since`: (when, id of the processor, CPU time)
+        self.background: list[tuple[float, float]] = []  # (when, the other work's CPU time so far)
+
+    def background_cores(self, start: float, end: float) -> float:
+        """The cores the machine's other work had between two moments, on average."""
+        before = max((b for b in self.background if b[0] <= start), default=(start, 0.0))
+        after = max((b for b in self.background if b[0] <= end), default=(end, 0.0))
+        return (after[1] - before[1]) / (end - start) if end > start else 0.0
 
     def cpu_by_kind(self, world: World, until: float) -> dict[str, float]:
         """The CPU time each part of the simulated machine used from `since` to `until` (by when the
@@ -118,6 +125,11 @@ def traced(since: float) -> Iterator[_SimTrace]:
     `since`, the CPU each processor used."""
     trace = _SimTrace(since)
     receive, invoke, function_invoke, share = Queue.receive, EventSource._invoke, Function.invoke, Cpu._share
+    advance = Machine._advance
+
+    def traced_advance(self: Machine) -> None:
+        advance(self)
+        trace.background.append((self.engine.now, self.background_s))
 
     def traced_share(self: Cpu, took: float) -> None:
         if self.engine.now >= trace.since:
@@ -152,6 +164,7 @@ def traced(since: float) -> Iterator[_SimTrace]:
         return handler(self, payload)
 
     Cpu._share = traced_share  # type: ignore[method-assign]
+    Machine._advance = traced_advance  # type: ignore[method-assign]
     Queue.receive = traced_receive  # type: ignore[method-assign]
     EventSource._invoke = traced_invoke  # type: ignore[method-assign]
     Function.invoke = traced_function_invoke  # type: ignore[method-assign]
@@ -162,6 +175,7 @@ def traced(since: float) -> Iterator[_SimTrace]:
         Queue.receive, EventSource._invoke, Function.invoke = receive, invoke, function_invoke  # type: ignore[method-assign]
         World._caller_handler = handler  # type: ignore[method-assign]
         Cpu._share = share  # type: ignore[method-assign]
+        Machine._advance = advance  # type: ignore[method-assign]
 
 
 def simulated_timelines(trace: _SimTrace, outcome: Outcome) -> list[WakeTimeline]:
