@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -92,9 +93,14 @@ class SigningKeys:
     def __init__(self, provider: Any, master_secret_id: str) -> None:
         self.provider = provider
         self.master_secret_id = master_secret_id
+        # A batch's calls sign in threads of their own. Without a lock, a cold start's threads all
+        # miss the provider's cache at once and each reads the secret (moto counted about 8 reads a
+        # cold start): one thread reads, the others then find it cached.
+        self._reading = threading.Lock()
 
     def master(self) -> str:
-        value = self.provider.get(self.master_secret_id, max_age=MASTER_MAX_AGE_S)
+        with self._reading:
+            value = self.provider.get(self.master_secret_id, max_age=MASTER_MAX_AGE_S)
         if not isinstance(value, str) or not value:
             raise ValueError("the signing master key secret holds no text")
         return value
