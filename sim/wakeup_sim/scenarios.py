@@ -56,17 +56,13 @@ def no_cyclic_collection() -> Iterator[None]:
     A simulation keeps millions of objects alive to its end (items, messages, calls, tasks) and
     makes few reference cycles: the collector's passes, more frequent and longer as the objects
     pile up, took a third of a steady scenario's CPU and freed almost nothing. Reference counting
-    still frees everything else at once. Afterwards what the simulation made is left out of the
-    collector's passes too (`gc.freeze`): its world is not collected anyway, since the tasks
-    still waiting in it (greenlets suspended) keep it, and the first pass after would have looked
-    at every object it made.
+    still frees everything else at once.
     """
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        gc.freeze()
         if enabled:
             gc.enable()
 

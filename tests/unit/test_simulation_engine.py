@@ -1,5 +1,5 @@
 """The simulator's clock runs every event in order of time, then of scheduling, however far ahead
-it was scheduled (the engine keeps far events apart from the near ones, a list per second)."""
+it was scheduled (the engine keeps far events apart from the near ones, a list per 1/64 s slice)."""
 
 import random
 
