@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from wakes_support import Instances, StackAws, as_registered, iso, warm_caller
+from wakes_support import EVERY_CALLER_ENVIRONMENT, Instances, StackAws, as_registered, iso, warm_caller
 
 from support.api import Api
 from support.host import WakeHost, closed_port_url, hang, redirect
@@ -170,7 +170,7 @@ def test_a_moved_instance_is_called_at_neither_url(instances: Instances, host: W
 
 def test_twenty_concurrent_wakes_make_one_call_at_the_time_finally_held(instances: Instances, host: WakeHost) -> None:
     # given 20 requests racing with times a few seconds ahead
-    warm_caller(instances, 20)
+    warm_caller(instances, EVERY_CALLER_ENVIRONMENT)
     instance_id, token = instances.new(host.url)
     base = time.time() + 4
     times = [iso(base + n * 0.1) for n in range(20)]
@@ -202,7 +202,7 @@ def test_a_hundred_wakes_due_at_one_second_are_each_called_once_on_time(
 ) -> None:
     instances = unbounded_instances
     # given 100 instances on one host, each with a path of its own
-    warm_caller(instances, 100)
+    warm_caller(instances, EVERY_CALLER_ENVIRONMENT)
     tokens = {f"/i{n}/wake": instances.new(host.url_for(f"i{n}"))[1] for n in range(100)}
     at = iso(time.time() + 6)
     with ThreadPoolExecutor(max_workers=10) as pool:

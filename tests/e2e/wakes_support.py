@@ -16,6 +16,7 @@ from support.stack_process import StackProcess
 from support.waiting import wait_until
 from wakeup.times import format_time, parse_stored
 from wakeup.tokens import TokenKind, mint
+from wakeup_local.functions import DEFAULT_CONCURRENCY
 
 
 def iso(ts: float) -> str:
@@ -65,17 +66,27 @@ class Instances:
             self.api.delete(f"/wakeup/instances/{instance_id}")
 
 
+# Wakes at one second enough to start every caller environment the local stack allows: its bound
+# (`WAKEUP_LOCAL_CONCURRENCY`, 16 by default), each taking a batch of 10 (template.yaml's
+# CallerBatchSize) and holding it until the wakes' second.
+EVERY_CALLER_ENVIRONMENT = DEFAULT_CONCURRENCY * 10
+
+
 def warm_caller(instances: Instances, wakes: int) -> None:
     """Has the caller deliver `wakes` wakes due at one second (to a host of their own), so that as
     many of its environments are warm as such a burst takes, before a test times one.
 
     The local stack starts a function's environments as Lambda does, on demand; but here their cold
     starts share this machine's few cores, so a burst on a cold caller is seconds late where AWS
-    would start its environments side by side. A test of the service's timing warms it first.
+    would start its environments side by side. A test of the service's timing warms it first. A
+    burst's messages go to as many environments as the event source's pollers make batches of
+    them, up to the stack's bound, however few the wakes: a test of a burst warms them all
+    (`EVERY_CALLER_ENVIRONMENT`). The wakes are due far enough ahead that every message is in a
+    batch, held, before the first is called.
     """
     with running_host() as host:
         tokens = [instances.new(host.url_for(f"warm{n}"))[1] for n in range(wakes)]
-        at = iso(time.time() + 2)
+        at = iso(time.time() + 4)
         with ThreadPoolExecutor(max_workers=10) as pool:
             list(pool.map(lambda token: instances.wake(token, at), tokens))
         host.wait_for_calls(wakes, timeout=60)
