@@ -1,6 +1,7 @@
 """Fixtures the functional tests share.
 
-- `endpoint` (module): a moto server on loopback.
+- `endpoint` (session): the local stack's moto, in a process of its own, on loopback; each module
+  and test makes resources of its own (unique names) in it.
 - `resources` (module): the template's table, queues and schedule group in it, one set for the
   module, for tests that each work with accounts and instances of their own.
 - `env`: those resources in the environment the function reads them from (as on AWS), read afresh.
@@ -17,7 +18,7 @@ from wakeup import factories
 from wakeup.observability import metrics
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def endpoint() -> Iterator[str]:
     with moto_endpoint() as url:
         yield url

@@ -1,14 +1,15 @@
 """What the functional tests share: the template's resources in a moto server on loopback, a
 handler module of their own, a scriptable host, and the metrics printed.
 
-A moto server rather than `mock_aws`: the local stack of the end-to-end tests may run in the same
-process, and `mock_aws` would both reset its state and capture its requests. Each test gets its
-own table, queues and schedule group (unique names), or its module does, removed afterwards.
+The local stack's own moto (`MotoProcess`: a process of its own, with `moto_fixes` applied) rather
+than `mock_aws` or a plain `ThreadedMotoServer`: a plain moto evaluates two conditional writes to
+one item at once and can let both succeed, which DynamoDB never does, so a test about a race (two
+copies of a trigger claiming one wake, say) would fail or pass by chance. Each test gets its own
+table, queues and schedule group (unique names), or its module does, removed afterwards.
 """
 
 import importlib.util
 import json
-import logging
 import os
 import threading
 import time
@@ -22,8 +23,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from moto.server import ThreadedMotoServer
-
 from wakeup import factories
 from wakeup.factories import signing_keys
 from wakeup.model import Trigger
@@ -33,6 +32,7 @@ from wakeup.store import Store
 from wakeup.times import now
 from wakeup.triggers import Triggers
 from wakeup_local.aws import AwsClients, make_clients
+from wakeup_local.moto_process import MotoProcess
 from wakeup_local.resources import StackResources, create_resources, delete_resources
 from wakeup_local.template import Resolver, Template, load_template
 
@@ -42,14 +42,13 @@ REGION = "us-east-1"
 
 @contextmanager
 def moto_endpoint() -> Iterator[str]:
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
+    """The local stack's moto, whose DynamoDB writes are atomic as DynamoDB's are."""
+    moto = MotoProcess()
+    moto.start()
     try:
-        yield f"http://{host}:{port}"
+        yield moto.endpoint_url
     finally:
-        server.stop()
+        moto.stop()
 
 
 class RecordingTriggers(Triggers):

@@ -52,9 +52,11 @@ def in_a_day() -> str:
 
 
 def test_the_sample_with_a_minted_token_registers_the_wake_204(env: Deployed, instance: Instance) -> None:
-    # given the sample, its placeholder token replaced by the instance's
-    event = api_event(PUT_WAKE, token=instance.token)
-    at = parse_stored(json.loads(event["body"])["at"])
+    # given the sample, its placeholder token replaced by the instance's and its time by one a day
+    # ahead (the sample's own date passes; a past time would be stored as the time it was received)
+    sample_body = json.loads(load_event(PUT_WAKE)["body"])
+    at = parse_stored(in_a_day())
+    event = api_event(PUT_WAKE, token=instance.token, body={**sample_body, "at": format_time(at)})
     # when
     reply = invoke(event)
     # then
