@@ -45,6 +45,12 @@ RUNTIME_CLIENT = "awslambdaric"
 STOP_TIMEOUT_S = 5.0
 
 
+class EnvironmentGone(Exception):
+    """Raised by `invoke` when the environment's process had exited before it was handed the
+    invocation: nothing ran, so the pool hands the invocation to another environment, as Lambda
+    does, which never routes an invocation to an environment that is gone."""
+
+
 class FunctionError(Exception):
     """Raised when an invocation fails as Lambda reports it: the handler raised, ran past its
     timeout, its environment exited or could not start. `payload` is Lambda's error document."""
@@ -133,7 +139,11 @@ class ExecutionEnvironment:
         raise FunctionError("Runtime.ExitError", f"Runtime exited during init: {signal.body.decode()}")
 
     def invoke(self, payload: bytes) -> bytes:
-        """Runs one invocation and returns the handler's result (JSON); raises FunctionError."""
+        """Runs one invocation and returns the handler's result (JSON); raises FunctionError, or
+        EnvironmentGone when the process had already exited (killed while idle, say)."""
+        if self._process is None or self._process.poll() is not None:
+            self.alive = False
+            raise EnvironmentGone(f"environment {self.pid} of {self.settings.logical_id} has exited")
         request_id = str(uuid.uuid4())
         timeout_s = self.settings.timeout_s
         self._platform(start_line(request_id))
@@ -206,6 +216,7 @@ class ExecutionEnvironment:
 
     def _await_exit(self, process: subprocess.Popen[bytes]) -> None:
         code = process.wait()
+        self.alive = False  # the pool hands a dead environment no more work
         self._api.signal(RuntimeSignal("exit", body=f"exit status {code}".encode()))
 
     def _platform(self, *lines: str) -> None:

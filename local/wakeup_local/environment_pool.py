@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from wakeup_local.environment import ExecutionEnvironment
+from wakeup_local.environment import EnvironmentGone, ExecutionEnvironment
 
 log = logging.getLogger(__name__)
 
@@ -62,20 +62,25 @@ class EnvironmentPool:
             return len(self._free) + len(self._busy) + self._starting
 
     def pids(self) -> list[int]:
+        """The live environments' processes."""
         with self._changed:
-            return [environment.pid for environment in (*self._free, *self._busy)]
+            return [environment.pid for environment in (*self._free, *self._busy) if environment.alive]
 
     def invoke(self, payload: bytes, *, throttle: bool = False) -> bytes:
-        environment = self._acquire(throttle)
-        try:
-            return environment.invoke(payload)
-        finally:
-            self._release(environment)
+        while True:
+            environment = self._acquire(throttle)
+            try:
+                return environment.invoke(payload)
+            except EnvironmentGone:
+                continue  # it died idle after it was taken: nothing ran, another one gets the invocation
+            finally:
+                self._release(environment)
 
     def stop_idle(self, now: float | None = None) -> int:
         """Stops the environments idle for `idle_s` or longer; returns how many."""
         now = time.monotonic() if now is None else now
         with self._changed:
+            self._drop_dead()
             expired = [env for env in self._free if now - env.last_used >= self.idle_s]
             self._free = [env for env in self._free if env not in expired]
         for environment in expired:
@@ -97,6 +102,7 @@ class EnvironmentPool:
             while True:
                 if self._stopped:
                     raise RuntimeError("the local stack is stopping")
+                self._drop_dead()
                 if self._free:
                     environment = self._free.pop()  # the most recently used: the others may idle out
                     self._busy.add(environment)
@@ -123,6 +129,15 @@ class EnvironmentPool:
                 environment.stop()
                 raise RuntimeError("the local stack is stopping")
         return environment
+
+    def _drop_dead(self) -> None:
+        """Forgets free environments whose process exited (killed, out of memory) while idle: a
+        new one is started in their place when needed. Called with the lock held."""
+        dead = [environment for environment in self._free if not environment.alive]
+        if dead:
+            self._free = [environment for environment in self._free if environment.alive]
+            for environment in dead:
+                threading.Thread(target=environment.stop, name="environment-stop", daemon=True).start()
 
     def _release(self, environment: ExecutionEnvironment) -> None:
         with self._changed:

@@ -1,5 +1,7 @@
 """The SQS poller as Lambda's event source mapping: batches, partial failures, delays, redrive."""
 
+import os
+import signal
 import statistics
 import time
 import uuid
@@ -197,3 +199,22 @@ def test_partial_batch_responses_follow_lambdas_rules(result: Any, failed: set[s
 
 def test_without_the_response_type_the_result_is_ignored() -> None:
     assert failed_message_ids({"batchItemFailures": [{"itemIdentifier": "m1"}]}, BATCH, False) == set()
+
+
+def test_a_batch_never_goes_to_an_environment_killed_while_idle(start_stack: StartStack) -> None:
+    # given the function's one warm environment, killed while idle (as the OOM killer or a chaos
+    # run would) and reaped
+    stack = start_stack()
+    pool = stack.functions.by_logical_id("QueueFunction").pool
+    warm_up(stack, "QueueFunction", 1, NO_RECORDS)
+    [killed] = pool.pids()
+    os.kill(killed, signal.SIGKILL)
+    wait_until(lambda: killed not in pool.pids(), message="the killed environment gone from the pool")
+    # when a message comes
+    body = f"after-kill-{uuid.uuid4().hex}"
+    send_together(stack, "Queue", body, delay_s=0)
+    # then its first batch goes to a live environment: handed over once, on its first receive
+    # (handed to the dead one, the batch would fail and come back after its visibility timeout)
+    [record] = wait_until(lambda: handled(stack, "QueueFunction", body), message="the message handled")
+    assert record["attributes"]["ApproximateReceiveCount"] == "1"
+    assert killed not in pool.pids()
