@@ -120,6 +120,81 @@ def test_a_host_that_does_not_answer_in_time_is_a_timeout(serve: Callable[[Answe
     assert 0.5 <= elapsed < 2
 
 
+# -- the timeout bounds the whole call: lookup, every address, reply ----------------------------------
+# A call must end within its timeout, or a second call could start while it runs (the claim's lease
+# is only a little longer). The bounds below leave a loaded machine a second of slack; the calls they
+# guard against run for 3 s (a lookup), 3 × 1 s (three silent addresses) and 6 s (a trickled reply).
+
+
+def test_a_name_lookup_that_hangs_is_a_timeout_within_the_call_s_time() -> None:
+    release = threading.Event()
+
+    def hanging(host: str, port: int) -> list[str]:
+        release.wait(3)
+        return ["127.0.0.1"]
+
+    started = time.monotonic()
+    outcome = call_wake("http://slow-dns.test", INSTANCE_ID, timeout_s=0.5, resolver=hanging)
+    elapsed = time.monotonic() - started
+    release.set()
+
+    assert outcome == CallOutcome(status=None, error="timed out after 0.5 s")
+    assert elapsed < 1.5
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port whose SYNs go unanswered: a listener that never accepts, its queue already full (Linux
+    then drops further SYNs, as a firewall that drops packets would)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(4):  # the accept queue holds backlog + 1; the rest wait in vain
+        filler = socket.socket()
+        filler.setblocking(False)
+        filler.connect_ex(("127.0.0.1", port))
+        fillers.append(filler)
+    time.sleep(0.1)  # the handshakes of the ones that fit complete
+    yield port
+    for sock in (*fillers, listener):
+        sock.close()
+
+
+def test_several_addresses_that_drop_packets_share_one_timeout(silent_port: int) -> None:
+    started = time.monotonic()
+    outcome = call_wake(
+        f"http://silent.test:{silent_port}",
+        INSTANCE_ID,
+        timeout_s=1,
+        resolver=lambda host, port: ["127.0.0.1", "127.0.0.1", "127.0.0.1"],
+    )
+    elapsed = time.monotonic() - started
+
+    assert outcome.error is not None and outcome.status is None
+    assert elapsed < 2
+
+
+def test_a_reply_trickled_a_byte_at_a_time_is_cut_at_the_timeout(serve: Callable[[Answer], Host]) -> None:
+    def trickle(handler: BaseHTTPRequestHandler) -> None:
+        handler.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        for _ in range(60):  # each byte well within a socket read's timeout, the whole far past the call's
+            handler.wfile.write(b"X")
+            handler.wfile.flush()
+            if host.release.wait(0.1):
+                return
+
+    host = serve(trickle)
+    started = time.monotonic()
+    outcome = call_wake(host.url, INSTANCE_ID, timeout_s=1)
+    elapsed = time.monotonic() - started
+    host.release.set()
+
+    assert outcome == CallOutcome(status=None, error="timed out after 1 s")
+    assert elapsed < 2
+
+
 def test_the_body_is_not_waited_for(serve: Callable[[Answer], Host]) -> None:
     def endless_body(handler: BaseHTTPRequestHandler) -> None:
         handler.send_response(200)

@@ -8,13 +8,22 @@ The host name is resolved once, here; every address it resolves to is checked ag
 operator's address policy (`wakeup.addresses`), and the connection is made to those checked
 addresses, never to a second answer from DNS. The request still names the host (`Host`), and
 HTTPS still sends it as SNI and verifies the certificate against it.
+
+The timeout bounds the whole call (DESIGN section 3): the name lookup, every address tried, TLS and
+the reply share one deadline, so a call never outlives the claim's lease that keeps a second call
+out. urllib3's own timeouts are per step and per socket read, so a slow lookup, several silent
+addresses or a host trickling its reply could each run past it alone.
 """
 
 import errno
 import socket
 import ssl
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -48,6 +57,10 @@ _OS_ERRORS = {
 
 # A host name and port to the addresses a connection may go to (`socket.getaddrinfo`'s, by default).
 Resolver = Callable[[str, int], Sequence[str]]
+
+# getaddrinfo cannot be interrupted: a lookup runs in one of these threads, and a call that stops
+# waiting for it leaves it to finish there. A batch's calls run side by side (ten at most).
+_lookups = ThreadPoolExecutor(max_workers=16, thread_name_prefix="host-lookup")
 
 
 @dataclass(frozen=True)
@@ -94,11 +107,15 @@ def call_wake(
     `signature_headers` are the Standard Webhooks headers of `wakeup.signing`. With `addresses`,
     a host that resolves to any address it refuses is not called at all.
     """
+    deadline = _Deadline(time.monotonic() + timeout_s)
+    timed_out = CallOutcome(status=None, error=f"timed out after {timeout_s:g} s")
     target = urlsplit(wake_url(url))
     host = target.hostname or ""
     port = target.port or (443 if target.scheme == "https" else 80)
     try:
-        checked = list(resolver(host, port))
+        checked = list(_lookups.submit(resolver, host, port).result(timeout=timeout_s))
+    except FutureTimeout:
+        return timed_out
     except (socket.gaierror, UnicodeError):
         return CallOutcome(status=None, error="host name not found")
     refused = [address for address in checked if addresses is not None and addresses.refuses(address)]
@@ -106,14 +123,27 @@ def call_wake(
         return CallOutcome(status=None, error=REFUSED_CALL, refused_address=refused[0])
     if not checked:
         return CallOutcome(status=None, error="host name not found")
+    left_s = deadline.left_s()
+    if left_s <= 0:
+        return timed_out
     pool_class = _PinnedHTTPSPool if target.scheme == "https" else _PinnedHTTPPool
-    pool = pool_class(host, port, timeout=urllib3.Timeout(total=timeout_s), maxsize=1, retries=False, addresses=checked)
+    pool = pool_class(
+        host,
+        port,
+        timeout=urllib3.Timeout(total=left_s),
+        maxsize=1,
+        retries=False,
+        addresses=checked,
+        deadline=deadline,
+    )
     headers = {
         "User-Agent": USER_AGENT,
         "Wakeup-Instance": instance_id,
         "Connection": "close",
         **(signature_headers or {}),
     }
+    watchdog = threading.Timer(left_s, deadline.cut)
+    watchdog.start()
     try:
         # The body is never read: only the status counts, and a large or endless body must not
         # hold the call open.
@@ -122,49 +152,85 @@ def call_wake(
         )
         response.close()
     except HTTPError as exc:
+        if deadline.passed:
+            return timed_out
         return CallOutcome(status=None, error=describe_failure(exc, timeout_s))
     finally:
+        watchdog.cancel()
         pool.close()
+    if deadline.passed:  # cut mid-reply: the status read may be all there was
+        return timed_out
     return outcome_of_status(response.status)
 
 
-def _connect_to_checked(connection: Any, addresses: Sequence[str]) -> socket.socket:
+@dataclass
+class _Deadline:
+    """The moment (`time.monotonic()`) a call must be over by, and the connections it made, which
+    `cut` shuts down at that moment whatever they are doing (a reply read a byte at a time, say)."""
+
+    at: float
+    connections: list[HTTPConnection] = field(default_factory=list)
+    passed: bool = False
+
+    def left_s(self) -> float:
+        return self.at - time.monotonic()
+
+    def cut(self) -> None:
+        self.passed = True  # what was read by then is cut short: not an answer
+        for connection in self.connections:
+            sock = connection.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # closed already: that part of the call ended in time
+
+
+def _connect_to_checked(connection: Any, addresses: Sequence[str], deadline: _Deadline) -> socket.socket:
     """A socket to the first of the checked `addresses` that accepts, as urllib3 would connect to
-    the host name's (the name is not resolved again: that answer could differ)."""
+    the host name's (the name is not resolved again: that answer could differ). The addresses
+    share what is left of the call's time, so several that drop packets take no longer than one."""
     failure: OSError | None = None
     for address in addresses:
+        left_s = deadline.left_s()
+        if left_s <= 0:
+            break
         try:
             return create_connection(
                 (address, connection.port),
-                connection.timeout,
+                left_s,
                 source_address=connection.source_address,
                 socket_options=connection.socket_options,
             )
-        except TimeoutError as exc:
-            raise ConnectTimeoutError(connection, f"connection to {connection.host} timed out") from exc
         except OSError as exc:
             failure = exc
+    if failure is None or isinstance(failure, TimeoutError):
+        raise ConnectTimeoutError(connection, f"connection to {connection.host} timed out") from failure
     raise NewConnectionError(connection, f"failed to establish a new connection: {failure}") from failure
 
 
 class _PinnedHTTPConnection(HTTPConnection):
-    def __init__(self, *args: Any, addresses: Sequence[str], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, addresses: Sequence[str], deadline: _Deadline, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.checked_addresses = tuple(addresses)
+        self.deadline = deadline
+        deadline.connections.append(self)
 
     def _new_conn(self) -> socket.socket:
-        return _connect_to_checked(self, self.checked_addresses)
+        return _connect_to_checked(self, self.checked_addresses, self.deadline)
 
 
 class _PinnedHTTPSConnection(HTTPSConnection):
     # TLS goes over the pinned socket with server_hostname = the host name: SNI and the
     # certificate check are the host name's, as without pinning.
-    def __init__(self, *args: Any, addresses: Sequence[str], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, addresses: Sequence[str], deadline: _Deadline, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.checked_addresses = tuple(addresses)
+        self.deadline = deadline
+        deadline.connections.append(self)
 
     def _new_conn(self) -> socket.socket:
-        return _connect_to_checked(self, self.checked_addresses)
+        return _connect_to_checked(self, self.checked_addresses, self.deadline)
 
 
 class _PinnedHTTPPool(urllib3.HTTPConnectionPool):
