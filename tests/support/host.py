@@ -7,6 +7,7 @@ calls = host.wait_for_calls(4, timeout=20)
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 import time
 from collections import deque
@@ -25,11 +26,18 @@ class Answer:
     delay_s: float = 0.0
     location: str | None = None
     body: bytes = b"ok"
+    # Instead of answering, reset the connection (an RST, as a host that crashes mid-request sends).
+    reset: bool = False
 
 
 def hang(seconds: float) -> Answer:
     """An answer that comes only after `seconds` (longer than the caller's timeout: a timeout)."""
     return Answer(delay_s=seconds)
+
+
+def reset() -> Answer:
+    """No answer: the connection is reset once the request is read."""
+    return Answer(reset=True)
 
 
 def redirect(location: str, status: int = 302) -> Answer:
@@ -71,6 +79,12 @@ class _Handler(BaseHTTPRequestHandler):
         answer = host._record(self.command, self.path, {name.lower(): value for name, value in self.headers.items()})
         if answer.delay_s and host._closing.wait(answer.delay_s):
             return  # the host is closing: no answer at all
+        if answer.reset:
+            # A linger of zero makes close() send an RST rather than a FIN.
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+            self.close_connection = True
+            return
         try:
             self.send_response(answer.status)
             if answer.location:
