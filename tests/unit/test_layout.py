@@ -1,6 +1,7 @@
 """The import graph of the layer, the functions and the simulator, read with `ast` (issue 18):
 no import circle, no private name imported across modules, no class in the layer over 250
-lines, and the API handlers importing nothing from `wakeup.table`."""
+lines, no handler importing anything from `wakeup.table`, and neither the logic nor the table
+importing the HTTP edge (`wakeup.api`)."""
 
 import ast
 from collections.abc import Iterator
@@ -13,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYER = ROOT / "layers" / "wakeup"
 # Package roots: the modules under each are named from there, as Python imports them.
 ROOTS = {LAYER: "wakeup", ROOT / "sim": "wakeup_sim", ROOT / "functions": None}
-API_HANDLERS = ("instances_handler", "wake_handler")
+# The API's two handlers, and the two others, which keep to the same rule.
+HANDLERS = ("instances_handler", "wake_handler", "caller_handler", "sweeper_handler")
 MAX_CLASS_LINES = 250
 
 
@@ -162,8 +164,18 @@ def test_no_class_in_the_layer_is_over_250_lines() -> None:
     assert {name: lines for name, lines in sizes.items() if lines > MAX_CLASS_LINES} == {}
 
 
-@pytest.mark.parametrize("handler", API_HANDLERS)
-def test_an_api_handler_imports_nothing_from_the_table(handler: str) -> None:
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_a_handler_imports_nothing_from_the_table(handler: str) -> None:
     imported = {found.module for found in IMPORTS if found.importer == handler}
     assert imported, "the handler's imports were read"
-    assert [m for m in imported if m == "wakeup.table" or m.startswith("wakeup.table.")] == []
+    assert [m for m in imported if _within(m, "wakeup.table")] == []
+
+
+@pytest.mark.parametrize("room", ["wakeup.logic", "wakeup.table"])
+def test_the_logic_and_the_table_never_import_the_http_edge(room: str) -> None:
+    found = [f"{i.importer}:{i.line}" for i in IMPORTS if _within(i.importer, room) and _within(i.module, "wakeup.api")]
+    assert found == []
