@@ -1,8 +1,8 @@
 """`docs/openapi.json`, the HTTP API as an OpenAPI 3.1 document generated from the code.
 
 Powertools builds each API function's part from its resolver: the routes, their path
-parameters, and what each route declares with `wakeup.route_docs` (replies, errors, body, query).
-The schemas come from the pydantic models (`wakeup.api_models` for bodies, `wakeup.api_schema`
+parameters, and what each route declares with `wakeup.api.route_docs` (replies, errors, body, query).
+The schemas come from the pydantic models (`wakeup.api.models` for bodies, `wakeup.api.schema`
 for replies). Validation stays off at run time (it would cost the functions' cold start): the
 document is built here, at build and test time only.
 
@@ -42,8 +42,8 @@ def build() -> dict[str, Any]:
     from pydantic.json_schema import models_json_schema
 
     from wakeup import __version__
-    from wakeup.api_models import RegisterInstanceBody, RegisterWakeBody
-    from wakeup.api_schema import REPLY_MODELS
+    from wakeup.api.models import RegisterInstanceBody, RegisterWakeBody
+    from wakeup.api.schema import REPLY_MODELS
 
     merge = OpenAPIMerge(
         title="wakeup",

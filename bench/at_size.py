@@ -14,7 +14,7 @@ import boto3
 from bench.stack import BenchStack
 from bench.stats import percentile
 from bench.workload import Api
-from wakeup.store import Store
+from wakeup.table import DynamoStore
 from wakeup.tokens import TokenKind, hash_token, mint
 
 SEED_THREADS = 4
@@ -24,7 +24,7 @@ SEED_URL = "http://127.0.0.1:9/seed"
 
 def seed_instances(stack: BenchStack, count: int) -> float:
     """Registers `count` instances of the stack's first account straight into its table (the
-    service's `Store`, one transaction each, as a POST makes); returns the seconds it took."""
+    service's `DynamoStore`, one transaction each, as a POST makes); returns the seconds it took."""
     client = boto3.client(
         "dynamodb",
         endpoint_url=stack.endpoint_url,
@@ -32,7 +32,7 @@ def seed_instances(stack: BenchStack, count: int) -> float:
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
     )
-    store = Store(stack.table, client=client)
+    store = DynamoStore(stack.table, client=client)
     owner = store.owner_of(hash_token(stack.account_token))
     assert owner is not None, "the bench stack's account token is unknown to its table"
     started = time.perf_counter()

@@ -26,13 +26,14 @@ from urllib.parse import urlsplit
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-from wakeup import history
-from wakeup.accounts import mint_account, revoke_account, rotate_signing_secret, signing_secret
-from wakeup.api_models import attempt_reply, instance_reply
+from wakeup.api.models import attempt_reply, instance_reply
 from wakeup.factories import signing_keys
+from wakeup.logic import history
+from wakeup.logic.accounts import mint_account, revoke_account, rotate_signing_secret, signing_secret
 from wakeup.model import Account, Instance
 from wakeup.signing import SigningKeys
-from wakeup.store import Store, is_id
+from wakeup.table import DynamoStore
+from wakeup.table.items import is_id
 from wakeup.times import format_time, now
 
 DEFAULT_OVERLAP = "24h"
@@ -133,7 +134,7 @@ def _instance_row(instance: Instance) -> list[str]:
 INSTANCE_HEADER = ["ID", "ACCOUNT", "URL", "AT", "CALLED AT", "ATTEMPTS", "LAST ERROR"]
 
 
-def _instances(store: Store, account_id: str | None) -> list[Instance]:
+def _instances(store: DynamoStore, account_id: str | None) -> list[Instance]:
     accounts = [account_id] if account_id else [a.id for a in store.list_accounts()]
     return [instance for each in accounts for instance in store.all_instances(each)]
 
@@ -159,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.table:
         raise UsageError("no table: pass --table or set WAKEUP_TABLE (make run prints it)")
     _local_credentials()
-    store = Store(args.table)
+    store = DynamoStore(args.table)
     match args.topic, args.action:
         case "accounts", "mint":
             keys = _keys(args)  # before minting: an account whose secret cannot be shown is no use
@@ -209,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"wakeup-admin: no instance {args.id}", file=sys.stderr)
                 return 1
             # Its calls of the last 7 days, newest first (at most 100 are kept).
-            calls = history.page(store, instance, history.HISTORY_SIZE, None, now()).attempts
+            calls = history.page(store, instance, history.HISTORY_SIZE, None, now()).calls
             found = {**instance_reply(instance), "accountId": instance.account_id}
             print(json.dumps({**found, "history": [attempt_reply(call) for call in calls]}, indent=2))
         case "wakes", "failing":

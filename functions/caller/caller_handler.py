@@ -16,9 +16,9 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from wakeup.delivery import Caller, Source, parse_trigger, publish, publish_baseline
 from wakeup.factories import get_signing_keys, get_store, get_triggers
 from wakeup.host_call import call_wake
+from wakeup.logic.delivery import Caller, Source, parse_trigger, publish, publish_baseline
 from wakeup.model import Trigger
 from wakeup.observability import logger, metrics, tracer
 from wakeup.settings import get_settings

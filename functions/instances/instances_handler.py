@@ -6,16 +6,15 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from wakeup import instances
-from wakeup.api_models import RegisterInstanceBody, attempt_reply, instance_reply
+from wakeup.api.http import authenticate, install, json_response, read_body
+from wakeup.api.models import RegisterInstanceBody, attempt_reply, instance_reply
+from wakeup.api.route_docs import body, query, replies
 from wakeup.factories import get_store, get_triggers
-from wakeup.http import authenticate, install, json_response, read_body
-from wakeup.instances import MAX_PAGE
+from wakeup.logic import instances
+from wakeup.logic.instances import MAX_PAGE
 from wakeup.model import TokenOwner
 from wakeup.observability import logger, tracer
-from wakeup.route_docs import body, query, replies
 from wakeup.settings import get_settings
-from wakeup.store import Page
 from wakeup.times import now
 from wakeup.tokens import TokenKind
 
@@ -72,7 +71,7 @@ def register_instance() -> Response[str]:
 )
 def list_instances() -> Response[str]:
     query = app.current_event.query_string_parameters or {}
-    page: Page = instances.list_page(get_store(), _account(), query.get("limit"), query.get("cursor"))
+    page = instances.list_page(get_store(), _account(), query.get("limit"), query.get("cursor"))
     return json_response(200, {"instances": [instance_reply(i) for i in page.instances], "next": page.next_cursor})
 
 
@@ -98,8 +97,8 @@ def get_instance(instance_id: str) -> Response[str]:
 )
 def list_attempts(instance_id: str) -> Response[str]:
     query = app.current_event.query_string_parameters or {}
-    page = instances.attempts_page(get_store(), _account(), instance_id, query.get("limit"), query.get("cursor"), now())
-    return json_response(200, {"attempts": [attempt_reply(a) for a in page.attempts], "next": page.next_cursor})
+    page = instances.calls_page(get_store(), _account(), instance_id, query.get("limit"), query.get("cursor"), now())
+    return json_response(200, {"attempts": [attempt_reply(c) for c in page.calls], "next": page.next_cursor})
 
 
 @app.delete(

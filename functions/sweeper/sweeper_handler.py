@@ -6,9 +6,9 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from wakeup.factories import get_store, get_triggers
+from wakeup.logic.sweeper import UnreadShardsError, publish, sweep
 from wakeup.observability import logger, metrics, tracer
 from wakeup.settings import get_settings
-from wakeup.sweeper import UnreadShardsError, publish, sweep
 from wakeup.times import now
 
 # Read at import, Lambda's init: invalid settings fail the init with the reason, never a request.

@@ -6,16 +6,15 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from wakeup.api_models import RegisterWakeBody
+from wakeup.api.http import authenticate, install, json_response, read_body
+from wakeup.api.models import RegisterWakeBody
+from wakeup.api.route_docs import body, replies
 from wakeup.factories import get_store, get_triggers
-from wakeup.http import authenticate, install, json_response, read_body
+from wakeup.logic.wakes import WakeLimit, register_wake
 from wakeup.observability import logger, tracer
-from wakeup.route_docs import body, replies
 from wakeup.settings import get_settings
-from wakeup.store import WakeLimit
 from wakeup.times import format_time, now, parse_at
 from wakeup.tokens import TokenKind
-from wakeup.wakes import register_wake
 
 # Read at import, Lambda's init: invalid settings fail the init with the reason, never a request.
 get_settings()

@@ -53,11 +53,11 @@ AccountMinter = Callable[[AwsClients, str, str], str]
 
 
 def mint_with_wakeup(clients: AwsClients, table_name: str, label: str) -> str:
-    """Mints an account with the service's own code (`wakeup.accounts`) and returns its token."""
-    from wakeup.accounts import mint_account
-    from wakeup.store import Store
+    """Mints an account with the service's own code (`wakeup.logic.accounts`) and returns its token."""
+    from wakeup.logic.accounts import mint_account
+    from wakeup.table import DynamoStore
 
-    _, token = mint_account(Store(table_name, client=clients.dynamodb), label)
+    _, token = mint_account(DynamoStore(table_name, client=clients.dynamodb), label)
     return token
 
 
@@ -146,12 +146,12 @@ class LocalStack:
     def signing_secret(self, account_token: str) -> str | None:
         """The `whsec_` secret that signs the wakes of the account with this token, now (None
         when no account has this token)."""
-        from wakeup.accounts import signing_secret
         from wakeup.factories import signing_keys
-        from wakeup.store import Store
+        from wakeup.logic.accounts import signing_secret
+        from wakeup.table import DynamoStore
         from wakeup.tokens import hash_token
 
-        store = Store(self.table_name, client=self.clients.dynamodb)
+        store = DynamoStore(self.table_name, client=self.clients.dynamodb)
         owner = store.owner_of(hash_token(account_token))
         account = store.get_account(owner.account_id) if owner is not None else None
         if account is None:

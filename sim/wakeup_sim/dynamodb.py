@@ -1,10 +1,12 @@
-"""An in-memory table with DynamoDB's conditional semantics, in the item shapes `wakeup.store` writes.
+"""An in-memory table with DynamoDB's conditional semantics, in the item shapes `wakeup.table` writes.
 
-`MemoryStore` is a `Store`: the caller, the triggers' users and the sweeper take it as they take the
-real one, and tests/functional/test_store_contract.py runs one suite of conditions against both. It
-keeps the items as `Store` writes them (same attribute names and values), so that what each
-request costs is computed from DynamoDB's own rules (`wakeup_sim.capacity`), and asks its `Io`
-for the time each request takes and whether DynamoDB's throughput admits it.
+`MemoryStore` implements `wakeup.table.Store`: the caller, the triggers' users and the sweeper take
+it as they take `DynamoStore`, and tests/functional/test_store_contract.py runs one suite of
+conditions against both. It keeps the items as `DynamoStore` writes them (same attribute names and
+values), so that what each request costs is computed from DynamoDB's own rules
+(`wakeup_sim.capacity`), and asks its `Io` for the time each request takes and whether DynamoDB's
+throughput admits it. The writes the simulation makes are its own; the other requests are
+`DynamoStore`'s, made through a client that answers from memory.
 """
 
 import random
@@ -20,22 +22,25 @@ from boto3.dynamodb.types import DYNAMODB_CONTEXT, TypeDeserializer
 from botocore.exceptions import ClientError
 
 from wakeup.errors import ConflictError
-from wakeup.model import Account, Instance, Trigger
+from wakeup.model import Account, CallRecord, Instance, TokenOwner, Trigger
 from wakeup.signing import SigningVersions
-from wakeup.store import (
-    ACCOUNTS_LIST,
-    BATCH_GET_KEYS,
-    ClaimAttempt,
-    Registered,
-    Store,
-    _account_key,
-    _dump,
-    _instance,
-    _instance_key,
-    _signing,
-    _token_key,
+from wakeup.table import Claim, DynamoStore, Page, Registered, WakeWindow
+from wakeup.table.items import (
+    account_item,
+    account_key,
+    account_of,
+    dump,
+    instance_item,
+    instance_key,
+    instance_of,
+    owner_of,
     pending_shard,
+    signing_of,
+    token_item,
+    token_key,
 )
+from wakeup.table.mechanics import BATCH_GET_KEYS
+from wakeup.table.registrations import registration_stands
 from wakeup.times import format_time
 from wakeup.tokens import TokenKind
 from wakeup_sim.capacity import Index, item_size, read_units, write_units
@@ -86,9 +91,9 @@ class Io:
 
 
 class _MemoryClient:
-    """The client requests `Store` makes with `store.client` outside the writes `MemoryStore` has
-    as methods: an index's query, reads by key (`BatchGetItem`), the call history's `PutItem`, and
-    a `DeleteItem`; any other raises, so a new one is seen at once."""
+    """The client requests `DynamoStore` makes outside the writes `MemoryStore` has as methods: an
+    index's query, reads by key (`BatchGetItem`), the call history's `PutItem`, and a `DeleteItem`;
+    any other raises, so a new one is seen at once."""
 
     def __init__(self, store: "MemoryStore") -> None:
         self._store = store
@@ -112,17 +117,18 @@ class _MemoryClient:
             # As DynamoDB: at most 100 keys, none twice (BatchGetItem, DynamoDB API reference).
             raise ClientError({"Error": {"Code": "ValidationException", "Message": "bad keys"}}, "BatchGetItem")
         items = self._store._read_many(pks, consistent=bool(request.get("ConsistentRead", False)))
-        return {"Responses": {table: [_dump(item) for item in items]}, "UnprocessedKeys": {}}
+        return {"Responses": {table: [dump(item) for item in items]}, "UnprocessedKeys": {}}
 
     def __getattr__(self, name: str) -> Any:
         raise NotImplementedError(f"MemoryStore does not implement the request behind {name}")
 
 
-class MemoryStore(Store):
-    """The table in memory; every public method behaves as `Store`'s does against DynamoDB."""
+class MemoryStore:
+    """The table in memory; every public method behaves as `DynamoStore`'s does against DynamoDB."""
 
     def __init__(self, indexes: list[Index], io: Io | None = None, rng: random.Random | None = None) -> None:
-        super().__init__("memory", client=_MemoryClient(self))
+        # `DynamoStore`'s own requests, for those this table does not simulate as methods.
+        self._requests = DynamoStore("memory", client=_MemoryClient(self))
         self.items: dict[str, Item] = {}
         self.indexes = indexes
         self.io = io or Io()
@@ -189,7 +195,7 @@ class MemoryStore(Store):
         """A Query of an index, as DynamoDB answers it: the entries in the index's order, each with
         only what the index projects (`KEYS_ONLY`: its keys and the table's), at most `Limit`, with
         `LastEvaluatedKey` when the limit stopped it; eventually consistent read units for the
-        entries' size. Only the key conditions `Store` writes are understood."""
+        entries' size. Only the key conditions `DynamoStore` writes are understood."""
         index = next(i for i in self.indexes if i.name == request["IndexName"])
         values = {k: _deserializer.deserialize(v) for k, v in request["ExpressionAttributeValues"].items()}
         hash_key, range_key = index.keys
@@ -222,9 +228,9 @@ class MemoryStore(Store):
         self.io.request("Query")
         self.metered.requests["dynamodb:Query"] += 1
         self.metered.read_units += read_units(sum(item_size(entry) for entry in projected), consistent=False)
-        answer: dict[str, Any] = {"Items": [_dump(entry) for entry in projected], "Count": len(projected)}
+        answer: dict[str, Any] = {"Items": [dump(entry) for entry in projected], "Count": len(projected)}
         if limit is not None and len(page) == limit and page:
-            answer["LastEvaluatedKey"] = _dump({k: v for k, v in projected[-1].items() if k in (*index.keys, "pk")})
+            answer["LastEvaluatedKey"] = dump({k: v for k, v in projected[-1].items() if k in (*index.keys, "pk")})
         return answer
 
     def _write(
@@ -285,77 +291,106 @@ class MemoryStore(Store):
         if new.get("pending_shard") is not None and new.get("pending_due") is not None:
             self._pending.setdefault(str(new["pending_shard"]), {})[pk] = new["pending_due"]
 
+    # The client and the sleep of `DynamoStore`'s requests (a test may swap in a racing client).
+    @property
+    def table(self) -> str:
+        return self._requests.table
+
+    @property
+    def client(self) -> Any:
+        return self._requests.client
+
+    @client.setter
+    def client(self, client: Any) -> None:
+        self._requests.client = client
+
+    @property
+    def sleep(self) -> Callable[[float], None]:
+        return self._requests.sleep
+
+    @sleep.setter
+    def sleep(self, sleep: Callable[[float], None]) -> None:
+        self._requests.sleep = sleep
+
     # -- reads ----------------------------------------------------------------------------------
 
-    def _get(self, pk: str) -> Item | None:
-        return self._read(pk)
+    def owner_of(self, token_hash: str) -> TokenOwner | None:
+        item = self._read(token_key(token_hash))
+        return owner_of(item) if item is not None else None
+
+    def get_account(self, account_id: str) -> Account | None:
+        item = self._read(account_key(account_id))
+        return account_of(item) if item else None
+
+    def get_instance(self, instance_id: str) -> Instance | None:
+        item = self._read(instance_key(instance_id))
+        return instance_of(item) if item else None
 
     def signing_versions(self, account_id: str) -> SigningVersions | None:
-        """As `Store.signing_versions`: an eventually consistent GetItem of the account (the caller
-        reads it for every call it signs)."""
-        item = self._read(_account_key(account_id), consistent=False)
-        return _signing(item) if item is not None else None
+        """As `DynamoStore.signing_versions`: an eventually consistent GetItem of the account (the
+        caller reads it for every call it signs)."""
+        item = self._read(account_key(account_id), consistent=False)
+        return signing_of(item) if item is not None else None
+
+    def all_instances(self, account_id: str) -> list[Instance]:
+        return self._requests.all_instances(account_id)
+
+    def list_instances(self, account_id: str, limit: int, cursor: str | None) -> Page:
+        return self._requests.list_instances(account_id, limit, cursor)
+
+    def overdue(self, shard: int, before: datetime) -> list[Instance]:
+        return self._requests.overdue(shard, before)
+
+    def read_calls(self, instance_id: str, seqs: list[int]) -> list[CallRecord]:
+        return self._requests.read_calls(instance_id, seqs)
+
+    def record_call(self, call: CallRecord) -> None:
+        self._requests.record_call(call)
+
+    # -- what a simulation does not do: `DynamoStore`'s requests (most raise NotImplementedError) --
+
+    def rotate_signing(self, account: Account, previous_until: datetime) -> Account | None:
+        return self._requests.rotate_signing(account, previous_until)
+
+    def revoke_account(self, account_id: str, now: datetime) -> bool:
+        return self._requests.revoke_account(account_id, now)
+
+    def delete_instance(self, instance: Instance) -> Instance | None:
+        return self._requests.delete_instance(instance)
+
+    def revoke_instance(self, instance_id: str, now: datetime) -> None:
+        self._requests.revoke_instance(instance_id, now)
 
     # -- accounts and instances (what a scenario needs to set up its hosts) ---------------------
 
     def create_account(self, label: str, token_hash: str, now: datetime) -> Account:
         account = Account(id=str(uuid.uuid4()), label=label, created_at=now)
-        created = format_time(now)
-        self.items[_account_key(account.id)] = {
-            "pk": _account_key(account.id),
-            "type": "account",
-            "id": account.id,
-            "label": label,
-            "created_at": created,
-            "token_hash": token_hash,
-            "list_pk": ACCOUNTS_LIST,
-            "list_sk": f"{created}#{account.id}",
-        }
-        self.items[_token_key(token_hash)] = {
-            "pk": _token_key(token_hash),
-            "type": "token",
-            "kind": TokenKind.ACCOUNT.value,
-            "account_id": account.id,
-        }
+        for item in (account_item(account, token_hash), token_item(token_hash, TokenKind.ACCOUNT, account.id)):
+            self.items[item["pk"]] = item
         return account
 
     def register_instance(
         self, account_id: str, url: str, token_hash: str, now: datetime, max_instances: int | None = None
     ) -> Registered:
         """A new instance for a token never registered (the only case a scenario needs)."""
-        if _token_key(token_hash) in self.items:
+        if token_key(token_hash) in self.items:
             raise ConflictError()
         instance = Instance(
             id=str(uuid.UUID(int=self.rng.getrandbits(128), version=4)), account_id=account_id, url=url, created_at=now
         )
-        created = format_time(now)
-        self.items[_token_key(token_hash)] = {
-            "pk": _token_key(token_hash),
-            "type": "token",
-            "kind": TokenKind.INSTANCE.value,
-            "account_id": account_id,
-            "instance_id": instance.id,
-        }
-        self.items[_instance_key(instance.id)] = {
-            "pk": _instance_key(instance.id),
-            "type": "instance",
-            "id": instance.id,
-            "account_id": account_id,
-            "url": url,
-            "token_hash": token_hash,
-            "created_at": created,
-            "attempts": 0,
-            "list_pk": _account_key(account_id),
-            "list_sk": f"{created}#{instance.id}",
-        }
+        for item in (
+            token_item(token_hash, TokenKind.INSTANCE, account_id, instance.id),
+            instance_item(instance, token_hash),
+        ):
+            self.items[item["pk"]] = item
         return Registered(instance, created=True)
 
     # -- wakes ----------------------------------------------------------------------------------
 
     def register_wake(
-        self, instance_id: str, at: datetime, reg: str, limit: object = None, now: datetime | None = None
+        self, instance_id: str, at: datetime, reg: str, window: WakeWindow | None = None
     ) -> Instance | None:
-        # `limit` (the per-instance rate) is not simulated: the simulation drives wakes, not hosts.
+        # `window` (the per-instance rate) is not simulated: the simulation drives wakes, not hosts.
         def change(item: Item | None) -> Item | None:
             if item is None or item.get("revoked_at") is not None:
                 raise _ConditionFailed
@@ -366,20 +401,15 @@ class MemoryStore(Store):
             return item
 
         try:
-            old, _ = self._write(_instance_key(instance_id), change)
+            old, _ = self._write(instance_key(instance_id), change)
         except _ConditionFailed:
             return None
         assert old is not None
-        return _instance(old)
+        return instance_of(old)
 
     @staticmethod
     def _registration_stands(item: Item | None, trigger: Trigger) -> Item:
-        if (
-            item is None
-            or item.get("reg") != trigger.reg
-            or item.get("attempts") != trigger.attempt
-            or item.get("called_at") is not None
-        ):
+        if item is None or not registration_stands(item, trigger):
             raise _ConditionFailed
         return item
 
@@ -388,7 +418,7 @@ class MemoryStore(Store):
         if item.get("claim_until") is not None and not item["claim_until"] < now_ms:
             raise _ConditionFailed
 
-    def claim_if_due(self, trigger: Trigger, now_ms: int, due_by: datetime, lease_ms: int) -> ClaimAttempt:
+    def claim_if_due(self, trigger: Trigger, now_ms: int, due_by: datetime, lease_ms: int) -> Claim:
         def change(item: Item | None) -> Item | None:
             item = self._registration_stands(item, trigger)
             due = item.get("pending_due")
@@ -399,15 +429,15 @@ class MemoryStore(Store):
             item["history_seq"] = item.get("history_seq", 0) + 1  # numbers the call in the history
             return item
 
-        pk = _instance_key(trigger.instance_id)
+        pk = instance_key(trigger.instance_id)
         try:
             _, new = self._write(pk, change)
         except _ConditionFailed:
             # ReturnValuesOnConditionCheckFailure=ALL_OLD: the item as it was, when there is one.
             current = self.items.get(pk)
-            return ClaimAttempt(claimed=False, instance=_instance(current) if current is not None else None)
+            return Claim(claimed=False, instance=instance_of(current) if current is not None else None)
         assert new is not None
-        return ClaimAttempt(claimed=True, instance=_instance(new))
+        return Claim(claimed=True, instance=instance_of(new))
 
     def _change_registration(self, trigger: Trigger, update: Callable[[Item], None], now_ms: int | None = None) -> bool:
         def change(item: Item | None) -> Item | None:
@@ -418,7 +448,7 @@ class MemoryStore(Store):
             return item
 
         try:
-            self._write(_instance_key(trigger.instance_id), change)
+            self._write(instance_key(trigger.instance_id), change)
         except _ConditionFailed:
             return False
         return True

@@ -1,9 +1,9 @@
 """One simulated stack: the service's own code wired to the simulated AWS and hosts.
 
-The caller is `wakeup.delivery.Caller` with the simulated clock, sleep and host call; its store is
+The caller is `wakeup.logic.delivery.Caller` with the simulated clock, sleep and host call; its store is
 `MemoryStore`; its triggers are `wakeup.triggers.Triggers` over the simulated SQS and Scheduler. The
-wake function runs `wakeup.wakes.register_wake` after the token lookup the route makes; the sweeper
-runs `wakeup.sweeper.sweep` every minute. Everything else is AWS, modelled as its documentation says.
+wake function runs `wakeup.logic.wakes.register_wake` after the token lookup the route makes; the sweeper
+runs `wakeup.logic.sweeper.sweep` every minute. Everything else is AWS, modelled as its documentation says.
 """
 
 import io
@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from wakeup.delivery import Caller, Source, parse_trigger
+from wakeup.logic.delivery import Caller, Source, parse_trigger
+from wakeup.logic.sweeper import UnreadShardsError, sweep
+from wakeup.logic.wakes import register_wake
 from wakeup.model import Trigger
 from wakeup.observability import logger
 from wakeup.signing import SigningKeys
-from wakeup.sweeper import UnreadShardsError, sweep
 from wakeup.tokens import hash_token
 from wakeup.triggers import Triggers
-from wakeup.wakes import register_wake
 from wakeup_sim.api_gateway import ROUTE, ApiGateway, Registration, register_with_retries
 from wakeup_sim.deployment import Deployment
 from wakeup_sim.dynamodb import MemoryStore

@@ -28,7 +28,7 @@ from wakeup.factories import signing_keys
 from wakeup.model import Trigger
 from wakeup.settings import Settings
 from wakeup.signing import SigningKeys
-from wakeup.store import Store
+from wakeup.table import DynamoStore
 from wakeup.times import now
 from wakeup.triggers import Triggers
 from wakeup_local.aws import AwsClients, make_clients
@@ -74,7 +74,7 @@ class Deployed:
 
     settings: Settings
     clients: AwsClients
-    store: Store
+    store: DynamoStore
     triggers: RecordingTriggers
     signing: SigningKeys
 
@@ -161,7 +161,7 @@ def deployed(endpoint_url: str, **settings: str) -> Iterator[Deployed]:
         yield Deployed(
             config,
             clients,
-            Store(config.table, clients.dynamodb),
+            DynamoStore(config.table, clients.dynamodb),
             RecordingTriggers(config, clients),
             signing_keys(config.master_key_secret, clients.secretsmanager),
         )

@@ -14,7 +14,7 @@ from moto_env import Deployed, LambdaContext, imported_handler
 from sample_events import DELETE_INSTANCE, GET_INSTANCE, LIST_INSTANCES, PUT_WAKE, REGISTER_INSTANCE, api_event
 
 from support.input_cases import URLS_REFUSED
-from wakeup.accounts import mint_account
+from wakeup.logic.accounts import mint_account
 from wakeup.model import Instance
 from wakeup.times import format_time, now
 from wakeup.tokens import TokenKind, hash_token, mint

@@ -23,13 +23,13 @@ from sample_events import load_event, scheduler_invocation, sqs_batch
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from wakeup import __version__
-from wakeup.accounts import signing_secret
 from wakeup.addresses import REFUSED_CALL
-from wakeup.delivery import Caller, Result, Source
 from wakeup.host_call import CallOutcome
+from wakeup.logic.accounts import revoke_account, signing_secret
+from wakeup.logic.delivery import Caller, Result, Source
 from wakeup.model import Instance, Trigger
 from wakeup.observability import logger
-from wakeup.store import ClaimAttempt, Store
+from wakeup.table import Claim, DynamoStore
 from wakeup.times import epoch_ms, now
 
 pytestmark = pytest.mark.usefixtures("metrics_namespace")
@@ -233,7 +233,7 @@ def test_a_trigger_for_an_instance_of_a_revoked_account_is_dropped(
     trigger = env.new_wake(instance_id, now())
     instance = env.store.get_instance(instance_id)
     assert instance is not None
-    env.store.revoke_account(instance.account_id, now())
+    revoke_account(env.store, instance.account_id)
 
     handler(caller, sqs_batch(trigger))
 
@@ -273,10 +273,10 @@ def test_a_copy_refused_after_a_slow_claim_write_looks_again_when_the_lease_ends
     clock = [now()]
     trigger = env.new_wake(env.new_instance(wake_host.url), clock[0])
 
-    class SlowClaims(Store):
+    class SlowClaims(DynamoStore):
         """The claim write takes 3 s, and another call claims the wake meanwhile."""
 
-        def claim_if_due(self, trigger: Trigger, now_ms: int, due_by: datetime, lease_ms: int) -> ClaimAttempt:
+        def claim_if_due(self, trigger: Trigger, now_ms: int, due_by: datetime, lease_ms: int) -> Claim:
             clock[0] += timedelta(seconds=3)
             assert super().claim_if_due(trigger, epoch_ms(clock[0]), due_by, lease_ms).claimed
             return super().claim_if_due(trigger, now_ms, due_by, lease_ms)
@@ -300,14 +300,14 @@ def test_a_schedules_call_waits_for_its_time_from_after_the_read_and_the_claim(e
     trigger = env.new_wake(env.new_instance("http://host.example"), due)
     claimed_from: list[int] = []
 
-    class SlowRequests(Store):
+    class SlowRequests(DynamoStore):
         """The read and the claim take 0.3 s each."""
 
         def get_instance(self, instance_id: str) -> Instance | None:
             clock[0] += timedelta(seconds=0.3)
             return super().get_instance(instance_id)
 
-        def claim_if_due(self, trigger: Trigger, now_ms: int, due_by: datetime, lease_ms: int) -> ClaimAttempt:
+        def claim_if_due(self, trigger: Trigger, now_ms: int, due_by: datetime, lease_ms: int) -> Claim:
             claimed_from.append(now_ms)
             clock[0] += timedelta(seconds=0.3)
             return super().claim_if_due(trigger, now_ms, due_by, lease_ms)

@@ -7,10 +7,10 @@ from datetime import datetime, timedelta
 import pytest
 from moto_env import Deployed, Host, deployed, serving_host
 
-from wakeup import history, instances
-from wakeup.delivery import Caller, Source
 from wakeup.errors import BadRequestError
-from wakeup.model import TokenOwner
+from wakeup.logic import instances
+from wakeup.logic.delivery import Caller, Source
+from wakeup.model import CallRecord, TokenOwner
 from wakeup.times import now
 from wakeup.tokens import TokenKind
 
@@ -39,12 +39,12 @@ def call_at(env: Deployed, instance_id: str, moment: datetime) -> None:
     caller.deliver(env.new_wake(instance_id, moment - timedelta(seconds=1)), Source.QUEUE)
 
 
-def listed(env: Deployed, instance_id: str, when: datetime, limit: str | None = None) -> list[history.Attempt]:
-    found: list[history.Attempt] = []
+def listed(env: Deployed, instance_id: str, when: datetime, limit: str | None = None) -> list[CallRecord]:
+    found: list[CallRecord] = []
     cursor: str | None = None
     while True:
-        page = instances.attempts_page(env.store, owner_of(env, instance_id), instance_id, limit, cursor, when)
-        found.extend(page.attempts)
+        page = instances.calls_page(env.store, owner_of(env, instance_id), instance_id, limit, cursor, when)
+        found.extend(page.calls)
         if page.next_cursor is None:
             return found
         cursor = page.next_cursor
@@ -91,4 +91,4 @@ def test_a_cursor_this_service_did_not_give_is_400(env: Deployed, wake_host: Hos
     call_at(env, instance_id, now())
     for cursor in ("abc", "0", "2", "²", "-1"):
         with pytest.raises(BadRequestError):
-            instances.attempts_page(env.store, owner_of(env, instance_id), instance_id, None, cursor, now())
+            instances.calls_page(env.store, owner_of(env, instance_id), instance_id, None, cursor, now())

@@ -34,7 +34,7 @@ from sample_events import (
 )
 
 from support.host import closed_port_url
-from wakeup.accounts import mint_account
+from wakeup.logic.accounts import mint_account
 from wakeup.times import format_time, now
 from wakeup.tokens import TokenKind, hash_token, mint
 from wakeup_local.template import load_template

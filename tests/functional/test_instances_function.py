@@ -23,9 +23,9 @@ from sample_events import (
 )
 
 from wakeup import factories
-from wakeup.accounts import mint_account
 from wakeup.addresses import REFUSED_URL
 from wakeup.errors import WakeupError
+from wakeup.logic.accounts import mint_account
 from wakeup.tokens import TokenKind, hash_token, mint
 
 instances_handler = imported_handler("instances")

@@ -14,9 +14,9 @@ import pytest
 from lost_reply import LostReplyProxy
 from moto_env import Deployed, deployed, serving_host
 
-from wakeup.delivery import Caller, Result, Source
+from wakeup.logic.delivery import Caller, Result, Source
 from wakeup.model import Trigger
-from wakeup.store import Store
+from wakeup.table import DynamoStore
 from wakeup.times import epoch_ms, now
 
 
@@ -33,8 +33,8 @@ def proxy(endpoint: str) -> Iterator[LostReplyProxy]:
 
 
 @pytest.fixture
-def lossy_store(env: Deployed, proxy: LostReplyProxy) -> Store:
-    return Store(env.settings.table, client=proxy.dynamodb())
+def lossy_store(env: Deployed, proxy: LostReplyProxy) -> DynamoStore:
+    return DynamoStore(env.settings.table, client=proxy.dynamodb())
 
 
 def due_wake(env: Deployed, url: str = "http://127.0.0.1:9") -> Trigger:
@@ -43,7 +43,7 @@ def due_wake(env: Deployed, url: str = "http://127.0.0.1:9") -> Trigger:
 
 
 def test_a_claim_whose_reply_was_lost_is_still_the_callers_own(
-    env: Deployed, proxy: LostReplyProxy, lossy_store: Store
+    env: Deployed, proxy: LostReplyProxy, lossy_store: DynamoStore
 ) -> None:
     trigger = due_wake(env)
     proxy.lose("UpdateItem")
@@ -53,7 +53,7 @@ def test_a_claim_whose_reply_was_lost_is_still_the_callers_own(
     assert attempt.instance is not None and attempt.instance.claim_until is not None
 
 
-def test_a_claim_held_by_another_call_is_still_refused(env: Deployed, lossy_store: Store) -> None:
+def test_a_claim_held_by_another_call_is_still_refused(env: Deployed, lossy_store: DynamoStore) -> None:
     trigger = due_wake(env)
     assert env.store.claim_if_due(trigger, epoch_ms(now()), now(), lease_ms=31_000).claimed
     attempt = lossy_store.claim_if_due(trigger, epoch_ms(now()), now(), lease_ms=31_000)
@@ -62,7 +62,7 @@ def test_a_claim_held_by_another_call_is_still_refused(env: Deployed, lossy_stor
 
 
 def test_a_failure_whose_reply_was_lost_counts_as_recorded(
-    env: Deployed, proxy: LostReplyProxy, lossy_store: Store
+    env: Deployed, proxy: LostReplyProxy, lossy_store: DynamoStore
 ) -> None:
     trigger = due_wake(env)
     assert env.store.claim_if_due(trigger, epoch_ms(now()), now(), lease_ms=31_000).claimed
@@ -74,7 +74,7 @@ def test_a_failure_whose_reply_was_lost_counts_as_recorded(
 
 
 def test_a_success_whose_reply_was_lost_counts_as_recorded(
-    env: Deployed, proxy: LostReplyProxy, lossy_store: Store
+    env: Deployed, proxy: LostReplyProxy, lossy_store: DynamoStore
 ) -> None:
     trigger = due_wake(env)
     assert env.store.claim_if_due(trigger, epoch_ms(now()), now(), lease_ms=31_000).claimed
@@ -83,7 +83,7 @@ def test_a_success_whose_reply_was_lost_counts_as_recorded(
     assert proxy.seen.count("UpdateItem") == 2
 
 
-def test_a_record_for_a_replaced_registration_is_still_refused(env: Deployed, lossy_store: Store) -> None:
+def test_a_record_for_a_replaced_registration_is_still_refused(env: Deployed, lossy_store: DynamoStore) -> None:
     trigger = due_wake(env)
     env.new_wake(trigger.instance_id, now() + timedelta(hours=1))  # replaced meanwhile
     assert not lossy_store.record_failure(trigger, "HTTP 503", now() + timedelta(seconds=1))
@@ -93,7 +93,7 @@ def test_a_delivery_whose_claim_reply_was_lost_calls_at_once(env: Deployed, prox
     with serving_host() as host:
         trigger = due_wake(env, host.url)
         proxy.lose("UpdateItem")
-        caller = Caller(Store(env.settings.table, client=proxy.dynamodb()), env.triggers, env.settings)
+        caller = Caller(DynamoStore(env.settings.table, client=proxy.dynamodb()), env.triggers, env.settings)
         delivery = caller.deliver(trigger, Source.QUEUE)
     assert delivery.result is Result.CALLED and delivery.recorded
     assert len(host.calls) == 1
@@ -103,7 +103,7 @@ def test_a_delivery_whose_claim_reply_was_lost_calls_at_once(env: Deployed, prox
 def test_a_failed_call_whose_record_reply_was_lost_arms_its_retry(env: Deployed, proxy: LostReplyProxy) -> None:
     with serving_host(statuses=[503]) as host:
         trigger = due_wake(env, host.url)
-        caller = Caller(Store(env.settings.table, client=proxy.dynamodb()), env.triggers, env.settings)
+        caller = Caller(DynamoStore(env.settings.table, client=proxy.dynamodb()), env.triggers, env.settings)
         proxy.lose("UpdateItem", times=1)
         # The claim's reply is lost too here (the first UpdateItem); the record's is next.
         proxy.lose("UpdateItem", times=1)

@@ -27,10 +27,10 @@ import pytest
 from moto_env import REGION, ROOT, Host, serving_host, template_resources
 from sample_events import PUT_WAKE, REGISTER_INSTANCE, api_event, load_event, sqs_batch
 
-from wakeup.accounts import mint_account
 from wakeup.addresses import LOOPBACK_CIDRS
+from wakeup.logic.accounts import mint_account
 from wakeup.model import Trigger
-from wakeup.store import Store
+from wakeup.table import DynamoStore
 from wakeup.times import format_time, now
 from wakeup.tokens import TokenKind, hash_token, mint
 from wakeup_local.functions import FunctionSpec, function_specs
@@ -75,7 +75,7 @@ class Stack:
 
     endpoint: str
     functions: dict[str, FunctionSpec]
-    store: Store
+    store: DynamoStore
 
 
 @dataclass
@@ -146,7 +146,7 @@ def deploy(endpoint: str, cleanup: ExitStack) -> Stack:
     # The hosts run on loopback, which the local stack allows back as here (the template refuses it).
     allowed = {"WAKEUP_CALL_ALLOWED_CIDRS": LOOPBACK_CIDRS}
     functions = {spec.logical_id: spec for spec in function_specs(made.template, made.resolver, process_env=allowed)}
-    return Stack(endpoint, functions, Store(made.created.tables["Table"], made.clients.dynamodb))
+    return Stack(endpoint, functions, DynamoStore(made.created.tables["Table"], made.clients.dynamodb))
 
 
 def run(stack: Stack, logical_id: str, event: dict[str, Any], tokens: list[str], tmp: Path) -> Run:

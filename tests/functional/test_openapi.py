@@ -10,8 +10,8 @@ from openapi_spec_validator import validate
 from pydantic import ValidationError
 
 import apidoc
-from wakeup.api_models import instance_reply
-from wakeup.api_schema import Error, InstancePage, InstanceReply
+from wakeup.api.models import instance_reply
+from wakeup.api.schema import Error, InstancePage, InstanceReply
 from wakeup.model import Instance
 from wakeup_local.template import load_template
 

@@ -5,6 +5,9 @@
   clients: tests/e2e/test_api_limits.py); the operator sets an account's own limit;
 - an instance registers at most so many wakes per window, refused inside the registration's
   write, the first wake of a window costing that one write and no other request.
+
+The table answers facts (`AccountRefused`, `WindowFull`); the logic words them (`account_refusal`,
+`rate_refusal`), and the sentences are checked here on the facts the table gave.
 """
 
 from collections.abc import Iterator
@@ -17,9 +20,10 @@ from lost_reply import LostReplyProxy
 from moto_env import Deployed, deployed
 
 from wakeup import aws
-from wakeup.errors import ForbiddenError, TooManyRequestsError
+from wakeup.logic.instances import account_refusal
+from wakeup.logic.wakes import WakeLimit, rate_refusal, window_of
 from wakeup.model import Instance
-from wakeup.store import Store, WakeLimit
+from wakeup.table import AccountRefused, DynamoStore, WindowFull
 from wakeup.times import now
 from wakeup.tokens import TokenKind, hash_token, mint
 from wakeup_local.moto_process import MotoProcess
@@ -33,11 +37,11 @@ def env(endpoint: str) -> Iterator[Deployed]:
         yield made
 
 
-def new_account(store: Store) -> str:
+def new_account(store: DynamoStore) -> str:
     return store.create_account("limits", hash_token(mint(TokenKind.ACCOUNT)), now()).id
 
 
-def register(store: Store, account_id: str, max_instances: int | None) -> Instance:
+def register(store: DynamoStore, account_id: str, max_instances: int | None) -> Instance:
     return store.register_instance(account_id, URL, hash_token(mint(TokenKind.INSTANCE)), now(), max_instances).instance
 
 
@@ -45,10 +49,10 @@ def test_registering_past_the_accounts_limit_is_refused_with_the_reason(env: Dep
     account_id = new_account(env.store)
     kept = [register(env.store, account_id, 3) for _ in range(3)]
 
-    with pytest.raises(ForbiddenError) as refused:
+    with pytest.raises(AccountRefused) as refused:
         register(env.store, account_id, 3)
 
-    assert refused.value.message == (
+    assert account_refusal(refused.value).message == (
         "this account has reached its limit of 3 instances:"
         " delete some, or ask the service's operator to raise the limit"
     )
@@ -75,12 +79,14 @@ def test_the_operators_limit_for_an_account_wins_over_the_default(env: Deployed)
     assert changed is not None and changed.max_instances == 4
     for _ in range(4):
         register(env.store, account_id, 2)
-    with pytest.raises(ForbiddenError, match="its limit of 4 instances"):
+    with pytest.raises(AccountRefused) as refused:
         register(env.store, account_id, 2)
+    assert refused.value.limit == 4 and not refused.value.revoked
     # back to the service's default, which this account is over now
     env.store.set_account_limit(account_id, None)
-    with pytest.raises(ForbiddenError, match="its limit of 2 instances"):
+    with pytest.raises(AccountRefused) as refused:
         register(env.store, account_id, 2)
+    assert refused.value.limit == 2
 
 
 def test_a_limit_for_an_unknown_account_is_refused(env: Deployed) -> None:
@@ -96,25 +102,27 @@ def test_wakes_past_the_rate_are_refused_and_the_next_window_allows_them_again(e
     at = start + timedelta(hours=1)
     for n in range(3):
         assert (
-            env.store.register_wake(instance_id, at, f"r{n}", limit=LIMIT, now=start + timedelta(seconds=n)) is not None
+            env.store.register_wake(instance_id, at, f"r{n}", window_of(LIMIT, start + timedelta(seconds=n)))
+            is not None
         )
 
-    with pytest.raises(TooManyRequestsError) as refused:
-        env.store.register_wake(instance_id, at, "refused", limit=LIMIT, now=start + timedelta(seconds=50))
+    late = start + timedelta(seconds=50)
+    with pytest.raises(WindowFull) as refused:
+        env.store.register_wake(instance_id, at, "refused", window_of(LIMIT, late))
 
-    assert refused.value.message == (
+    assert rate_refusal(LIMIT, refused.value, late).message == (
         "this instance registered 3 wakes in 60 s, as many as the service allows; retry in 10 s"
     )
     instance = env.store.get_instance(instance_id)
     assert instance is not None and instance.reg == "r2"  # the refused one wrote nothing
-    assert env.store.register_wake(instance_id, at, "next", limit=LIMIT, now=start + timedelta(seconds=60))
+    assert env.store.register_wake(instance_id, at, "next", window_of(LIMIT, start + timedelta(seconds=60)))
 
 
 def test_the_first_wake_of_a_window_is_one_write_and_nothing_else(endpoint: str) -> None:
     with deployed(endpoint) as env, LostReplyProxy(endpoint) as proxy:
         instance_id = env.new_instance(URL)
-        store = Store(env.settings.table, client=proxy.dynamodb())
-        store.register_wake(instance_id, now() + timedelta(hours=1), "first", limit=LIMIT, now=now())
+        store = DynamoStore(env.settings.table, client=proxy.dynamodb())
+        store.register_wake(instance_id, now() + timedelta(hours=1), "first", window_of(LIMIT, now()))
         assert proxy.seen == ["UpdateItem"]
 
 
@@ -123,10 +131,10 @@ def test_the_rate_is_per_instance(env: Deployed) -> None:
     at = now() + timedelta(hours=1)
     moment = now().replace(second=0, microsecond=0)
     for n in range(3):
-        env.store.register_wake(busy, at, f"r{n}", limit=LIMIT, now=moment)
-    with pytest.raises(TooManyRequestsError):
-        env.store.register_wake(busy, at, "refused", limit=LIMIT, now=moment)
-    assert env.store.register_wake(other, at, "fine", limit=LIMIT, now=moment) is not None
+        env.store.register_wake(busy, at, f"r{n}", window_of(LIMIT, moment))
+    with pytest.raises(WindowFull):
+        env.store.register_wake(busy, at, "refused", window_of(LIMIT, moment))
+    assert env.store.register_wake(other, at, "fine", window_of(LIMIT, moment)) is not None
 
 
 # -- concurrent clients ---------------------------------------------------------------------------------
@@ -153,18 +161,20 @@ def atomic(atomic_endpoint: str) -> Iterator[Deployed]:
         yield made
 
 
-def own_store(env: Deployed, endpoint: str) -> Store:
-    return Store(env.settings.table, client=boto3.client("dynamodb", endpoint_url=endpoint, config=aws.CLIENT_CONFIG))
+def own_store(env: Deployed, endpoint: str) -> DynamoStore:
+    return DynamoStore(
+        env.settings.table, client=boto3.client("dynamodb", endpoint_url=endpoint, config=aws.CLIENT_CONFIG)
+    )
 
 
 def test_concurrent_registrations_never_pass_the_accounts_limit(atomic: Deployed, atomic_endpoint: str) -> None:
     account_id = new_account(atomic.store)
     stores = [own_store(atomic, atomic_endpoint) for _ in range(CLIENTS)]
 
-    def attempt(store: Store) -> str:
+    def attempt(store: DynamoStore) -> str:
         try:
             return register(store, account_id, 5).id
-        except ForbiddenError:
+        except AccountRefused:
             return "refused"
 
     with ThreadPoolExecutor(max_workers=CLIENTS) as pool:
@@ -183,12 +193,12 @@ def test_concurrent_wakes_of_one_instance_never_pass_the_rate(atomic: Deployed, 
     moment = now()
     at = moment + timedelta(hours=1)
 
-    def attempt(numbered: tuple[int, Store]) -> str:
+    def attempt(numbered: tuple[int, DynamoStore]) -> str:
         n, store = numbered
         try:
-            store.register_wake(instance_id, at, f"r{n}", limit=LIMIT, now=moment)
+            store.register_wake(instance_id, at, f"r{n}", window_of(LIMIT, moment))
             return f"r{n}"
-        except TooManyRequestsError:
+        except WindowFull:
             return "refused"
 
     with ThreadPoolExecutor(max_workers=CLIENTS) as pool:

@@ -15,10 +15,11 @@ from moto_env import (
 )
 from sample_events import load_event
 
-from wakeup import store as store_module
-from wakeup import sweeper as sweeper_module
+from wakeup.logic import sweeper as sweeper_module
 from wakeup.model import Trigger
-from wakeup.store import PENDING_SHARDS, Store, _instance_key, pending_shard
+from wakeup.table import DynamoStore
+from wakeup.table import instances as instances_table
+from wakeup.table.items import PENDING_SHARDS, instance_key, pending_shard
 from wakeup.times import epoch_ms, now
 
 URL = "http://127.0.0.1:9/unused"  # nothing is called here
@@ -126,7 +127,7 @@ def one_instance_per_shard(env: Deployed, monkeypatch: pytest.MonkeyPatch) -> li
     made = []
     for instance_id in chosen.values():
         with monkeypatch.context() as patched:
-            patched.setattr(store_module, "uuid", SimpleNamespace(uuid4=lambda i=instance_id: i, UUID=uuid.UUID))
+            patched.setattr(instances_table, "uuid", SimpleNamespace(uuid4=lambda i=instance_id: i, UUID=uuid.UUID))
             made.append(env.store.register_instance(account.id, URL, uuid.uuid4().hex, now()).instance.id)
     return made
 
@@ -170,8 +171,8 @@ def test_a_shard_that_cannot_be_read_leaves_the_other_shards_swept(
         unread, kept = kept, env.new_instance(URL)
     for instance_id in (unread, kept):
         env.new_wake(instance_id, now() - timedelta(minutes=2))
-    client = _ShardUnreadable(env.store.client, {_instance_key(unread)})
-    monkeypatch.setattr(sweeper, "get_store", lambda: Store(env.settings.table, client, sleep=lambda _: None))
+    client = _ShardUnreadable(env.store.client, {instance_key(unread)})
+    monkeypatch.setattr(sweeper, "get_store", lambda: DynamoStore(env.settings.table, client, sleep=lambda _: None))
     # when
     with pytest.raises(sweeper_module.UnreadShardsError) as unswept:
         sweep(sweeper)

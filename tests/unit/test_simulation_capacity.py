@@ -11,7 +11,7 @@ from decimal import Decimal
 import pytest
 
 from wakeup.model import Trigger
-from wakeup.store import _instance_key
+from wakeup.table.items import instance_key
 from wakeup_sim.capacity import Index, item_size, value_size
 from wakeup_sim.deployment import from_template
 from wakeup_sim.dynamodb import MemoryStore
@@ -32,7 +32,7 @@ def test_a_write_over_an_item_that_grew_is_billed_for_its_size_now() -> None:
     trigger = Trigger(instance_id, "r1", 0)
     # A failure's error of 3 KB: the item grows past 3 KB, and a write over it costs 4 units.
     assert store.record_failure(trigger, "x" * 3000, AT + timedelta(minutes=1))
-    assert item_size(store.items[_instance_key(instance_id)]) > 3 * 1024
+    assert item_size(store.items[instance_key(instance_id)]) > 3 * 1024
     # The next registration drops the error; it is billed for the larger item, the one before it.
     before = store.metered.write_units
     store.register_wake(instance_id, AT + timedelta(hours=1), "r2")
@@ -45,7 +45,7 @@ def test_a_write_over_an_item_that_grew_is_billed_for_its_size_now() -> None:
 
 def test_an_item_replaced_outside_a_write_is_sized_again() -> None:
     store, instance_id = _store()
-    pk = _instance_key(instance_id)
+    pk = instance_key(instance_id)
     assert store.get_instance(instance_id) is not None  # sized, as it was
     assert store.metered.read_units == 1
     store.items[pk] = {**store.items[pk], "note": "y" * 5000}  # over 4 KB: two read units

@@ -1,4 +1,4 @@
-"""The service's errors, each mapped to one HTTP status in `wakeup.http`.
+"""The service's errors, each mapped to one HTTP status in `wakeup.api.http`.
 
     WakeupError                 anything the service refuses or cannot do (500)
      ├── BadRequestError        the request's body, query or field is not acceptable (400)

@@ -9,13 +9,13 @@ from aws_lambda_powertools.utilities.parameters.secrets import SecretsProvider
 from wakeup import aws
 from wakeup.settings import get_settings
 from wakeup.signing import SigningKeys
-from wakeup.store import Store
+from wakeup.table import DynamoStore
 from wakeup.triggers import Triggers
 
 
 @functools.cache
-def get_store() -> Store:
-    return Store(get_settings().table)
+def get_store() -> DynamoStore:
+    return DynamoStore(get_settings().table)
 
 
 @functools.cache

@@ -65,3 +65,23 @@ class Trigger:
     attempt: int
     # "sweeper" for a trigger the sweeper re-armed (kept in the call's history); not part of its identity.
     origin: str | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One call to a host, as the instance's history keeps it: when it started, for which
+    registration, and what came of it."""
+
+    instance_id: str
+    seq: int
+    started_at: datetime
+    at: datetime
+    # The registration's attempt (0 first), as the trigger and the call's webhook-id name it.
+    attempt: int
+    lateness_ms: int | None
+    duration_ms: int
+    status: int | None
+    error: str | None
+    # What delivered the trigger: "queue", "schedule" or "sweeper".
+    trigger: str
+    webhook_id: str

@@ -4,8 +4,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from wakeup.history import Attempt
-from wakeup.model import Instance
+from wakeup.model import CallRecord, Instance
 from wakeup.times import format_time
 
 
@@ -48,7 +47,7 @@ def instance_reply(instance: Instance) -> dict[str, Any]:
     }
 
 
-def attempt_reply(attempt: Attempt) -> dict[str, Any]:
+def attempt_reply(attempt: CallRecord) -> dict[str, Any]:
     """One call of an instance's history as the API shows it (`attempt`: 1 for a registration's first call)."""
     return {
         "startedAt": format_time(attempt.started_at),

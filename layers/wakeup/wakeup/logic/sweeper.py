@@ -13,13 +13,14 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
 from wakeup.errors import UnavailableError
+from wakeup.logic.wakes import trigger_for
 from wakeup.model import Instance
 from wakeup.observability import Metric, logger, metrics
 from wakeup.settings import Settings
-from wakeup.store import PENDING_SHARDS, Store
+from wakeup.table import Store
+from wakeup.table.items import PENDING_SHARDS
 from wakeup.times import epoch_ms, format_time
 from wakeup.triggers import Triggers
-from wakeup.wakes import trigger_for
 
 # What the history of a call re-armed here says delivered it.
 SWEEPER_ORIGIN = "sweeper"

@@ -5,7 +5,7 @@ from datetime import timedelta
 
 from wakeup.model import Account
 from wakeup.signing import SigningKeys
-from wakeup.store import Store
+from wakeup.table import Store
 from wakeup.times import now
 from wakeup.tokens import TokenKind, hash_token, mint
 
@@ -17,8 +17,18 @@ def mint_account(store: Store, label: str) -> tuple[Account, str]:
 
 
 def revoke_account(store: Store, account_id: str) -> Account | None:
-    """Revokes the account: its token and its instances' tokens are refused from now on."""
-    return store.revoke_account(account_id, now())
+    """Revokes the account: its token and its instances' tokens are refused from now on; None
+    when there is no such account.
+
+    The account's token goes first, so no new instance can be registered meanwhile; each instance
+    then loses its token and its pending wake, which no trigger will call.
+    """
+    moment = now()
+    if not store.revoke_account(account_id, moment):
+        return None
+    for instance in store.all_instances(account_id):
+        store.revoke_instance(instance.id, moment)
+    return store.get_account(account_id)
 
 
 def signing_secret(keys: SigningKeys, account: Account) -> str:

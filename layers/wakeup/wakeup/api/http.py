@@ -26,7 +26,7 @@ from wakeup.errors import (
 )
 from wakeup.model import TokenOwner
 from wakeup.observability import logger
-from wakeup.store import Store
+from wakeup.table import Store
 from wakeup.tokens import PREFIXES, TokenKind, hash_token, is_token
 
 MAX_BODY_BYTES = 16 * 1024

@@ -5,18 +5,42 @@ arming fails the request answers 503 and the sweeper re-arms the wake once it is
 """
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from wakeup.errors import UnauthorizedError, UnavailableError
+from wakeup.errors import TooManyRequestsError, UnauthorizedError, UnavailableError
 from wakeup.model import Instance, Trigger
 from wakeup.observability import logger
-from wakeup.store import Store, WakeLimit
+from wakeup.table import Store, WakeWindow, WindowFull
 from wakeup.triggers import Armed, ScheduleContentionError, Triggers
 
 # How often a writer re-reads after arming a schedule before it leaves the rest to later writers.
 _CONVERGE_ROUNDS = 5
+
+
+@dataclass(frozen=True)
+class WakeLimit:
+    """At most `count` wakes registered per instance in each window of `window_s` seconds."""
+
+    count: int
+    window_s: int
+
+
+def window_of(limit: WakeLimit, now: datetime) -> WakeWindow:
+    """The window a registration at `now` counts in: windows are counted from the epoch, and the
+    table counts the registrations in each in the registration's own write."""
+    return WakeWindow(int(now.timestamp() // limit.window_s) * limit.window_s, limit.count)
+
+
+def rate_refusal(limit: WakeLimit, full: WindowFull, now: datetime) -> TooManyRequestsError:
+    """The 429 for a registration its window refused, with when the next window opens."""
+    retry_in = max(full.start + limit.window_s - int(now.timestamp()), 1)
+    return TooManyRequestsError(
+        f"this instance registered {limit.count} wakes in {limit.window_s} s, as many as"
+        f" the service allows; retry in {retry_in} s"
+    )
 
 
 def trigger_for(instance: Instance) -> Trigger | None:
@@ -24,6 +48,12 @@ def trigger_for(instance: Instance) -> Trigger | None:
     if not instance.pending or instance.reg is None:
         return None
     return Trigger(instance.id, instance.reg, instance.attempts)
+
+
+def stands(instance: Instance | None, trigger: Trigger) -> bool:
+    """Whether the trigger's registration and attempt are still the instance's pending ones. The
+    table checks the same in the writes it guards (`wakeup.table.registrations.STANDS`)."""
+    return instance is not None and instance.pending and trigger_for(instance) == trigger
 
 
 def register_wake(
@@ -35,7 +65,11 @@ def register_wake(
     # maximum wake age does not give it up at its first failure.
     at = max(at, now)
     reg = uuid.uuid4().hex
-    previous = store.register_wake(instance_id, at, reg, limit=limit, now=now)
+    try:
+        previous = store.register_wake(instance_id, at, reg, window_of(limit, now) if limit else None)
+    except WindowFull as full:
+        assert limit is not None  # only a counted registration is refused for its window
+        raise rate_refusal(limit, full, now) from full
     if previous is None:
         raise UnauthorizedError("this instance token is no longer registered")
     trigger = Trigger(instance_id, reg, 0)

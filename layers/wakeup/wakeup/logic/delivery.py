@@ -15,7 +15,7 @@ The steps (DESIGN section 4):
 3. the last sub-second before the time is waited out here, after the claim, so a host is never
    called early and, at a busy second, only the calls themselves are left to make;
 4. call the host and record the outcome, conditionally on the registration; after a failure arm
-   the retry with the backoff, or give the wake up when it is older than the operator allows.
+   the retry at the time `wakeup.logic.retry` sets, or give the wake up when it is too old.
    A registration replaced in the last moment before its call may still be called once: a host
    treats a wake after a replacement as harmless (DESIGN section 1).
 
@@ -35,17 +35,17 @@ from urllib.parse import urlsplit
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
-from wakeup import history, times
-from wakeup.backoff import retry_delay_s
+from wakeup import times
 from wakeup.host_call import CallOutcome, call_wake
-from wakeup.model import Instance, Trigger
+from wakeup.logic import history, retry
+from wakeup.logic.wakes import stands, trigger_for
+from wakeup.model import CallRecord, Instance, Trigger
 from wakeup.observability import Metric, logger, metrics
 from wakeup.settings import Settings
 from wakeup.signing import SigningKeys, WakeId, signed_headers
-from wakeup.store import Store
+from wakeup.table import Store
 from wakeup.times import epoch_ms
 from wakeup.triggers import QUEUE_LEAD_S, Triggers
-from wakeup.wakes import trigger_for
 
 # A trigger arriving more than this before its time is armed again rather than waited for here;
 # one armed through SQS arrives up to QUEUE_LEAD_S and a second early (delays are whole seconds).
@@ -107,11 +107,6 @@ def host_of(url: str) -> str:
     return urlsplit(url).netloc
 
 
-def _stands(instance: Instance | None, trigger: Trigger) -> bool:
-    """Whether the trigger's registration and attempt are still the instance's pending ones."""
-    return instance is not None and instance.pending and trigger_for(instance) == trigger
-
-
 @dataclass
 class Caller:
     """Delivers triggers with the store, the triggers and the host call it is given."""
@@ -135,16 +130,16 @@ class Caller:
             now = self.clock()  # the claim's lease runs from the claim, not from before the read
         # One write claims the call when it is due within the moment left to wait out, and returns
         # the instance either way. The lease runs from the call's start, hence the moment added.
-        attempt = self.store.claim_if_due(
+        claim = self.store.claim_if_due(
             trigger,
             now_ms=epoch_ms(now),
             due_by=now + timedelta(seconds=EARLY_REARM_S),
             lease_ms=round((self.settings.claim_lease_s + EARLY_REARM_S) * 1000),
         )
-        instance = attempt.instance
-        if instance is None or not _stands(instance, trigger) or instance.due is None:
+        instance = claim.instance
+        if instance is None or not stands(instance, trigger) or instance.due is None:
             return self._drop(trigger, source, instance)
-        if not attempt.claimed:
+        if not claim.claimed:
             # Measured from now, not from before the write: a slow write may have let the claim
             # that refused it start after our `now`, and its lease would then look longer.
             return self._refused(trigger, instance, self.clock())
@@ -167,7 +162,7 @@ class Caller:
         every schedule fires early.
         """
         instance = self.store.get_instance(trigger.instance_id)
-        if instance is None or not _stands(instance, trigger) or instance.due is None:
+        if instance is None or not stands(instance, trigger) or instance.due is None:
             return self._drop(trigger, Source.SCHEDULE, instance)
         if (instance.due - now).total_seconds() <= EARLY_REARM_S:
             return None
@@ -228,7 +223,7 @@ class Caller:
         finished = self.clock()
         lateness_ms = max((started - due).total_seconds() * 1000, 0.0) if trigger.attempt == 0 else None
         self._remember(
-            history.Attempt(
+            CallRecord(
                 instance_id=instance.id,
                 seq=instance.history_seq,
                 started_at=started,
@@ -264,8 +259,8 @@ class Caller:
             attempts=failures,
             refused_address=outcome.refused_address,
         )
-        next_due = finished + timedelta(seconds=retry_delay_s(failures))
-        if self._too_old(instance, next_due):
+        next_due = retry.next_due(finished, failures, instance.at, self.settings.max_wake_age_s)
+        if next_due is None:
             recorded = self.store.record_failure(trigger, outcome.error, None)
             if recorded:
                 logger.warning(
@@ -284,20 +279,14 @@ class Caller:
             Result.FAILED, lateness_ms=lateness_ms, recorded=recorded, retry_armed=retry_armed, refused=outcome.refused
         )
 
-    def _remember(self, attempt: history.Attempt) -> None:
+    def _remember(self, call: CallRecord) -> None:
         """Keeps the call in the instance's history; a failure to is logged, never the call's."""
-        if attempt.seq < 1:  # not numbered by a claim (an instance item older than the history)
+        if call.seq < 1:  # not numbered by a claim (an instance item older than the history)
             return
         try:
-            history.record(self.store, attempt)
+            history.record(self.store, call)
         except (ClientError, BotoCoreError):
-            logger.warning("call not kept in the history", instance_id=attempt.instance_id)
-
-    def _too_old(self, instance: Instance, next_due: datetime) -> bool:
-        max_age_s = self.settings.max_wake_age_s
-        if not max_age_s or instance.at is None:
-            return False
-        return next_due > instance.at + timedelta(seconds=max_age_s)
+            logger.warning("call not kept in the history", instance_id=call.instance_id)
 
     def _arm_retry(self, retry: Trigger, due: datetime) -> bool:
         try:

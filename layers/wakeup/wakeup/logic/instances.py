@@ -6,16 +6,17 @@ from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from wakeup import history
 from wakeup.addresses import REFUSED_URL, AddressPolicy, literal_address
-from wakeup.errors import BadRequestError, ForbiddenError, NotFoundError
+from wakeup.errors import BadRequestError, ForbiddenError, NotFoundError, UnauthorizedError
+from wakeup.logic import history
+from wakeup.logic.wakes import forget_trigger
 from wakeup.model import Instance, TokenOwner
 from wakeup.observability import logger
-from wakeup.store import Page, Registered, Store, is_id
+from wakeup.table import AccountRefused, Page, Registered, Store
+from wakeup.table.items import is_id
 from wakeup.tokens import TokenKind, hash_token, is_token
 from wakeup.triggers import Triggers
 from wakeup.urls import normalise_url
-from wakeup.wakes import forget_trigger
 
 MAX_PAGE = 100
 _LIMIT = re.compile(r"[0-9]{1,3}")
@@ -35,7 +36,8 @@ def register(
     """The instance for this token: new, as it was (same URL), or moved to `url` (its wake forgotten).
 
     A URL whose host is an address the caller may not call is refused now (a host name is checked
-    at each call, on the addresses it resolves to then).
+    at each call, on the addresses it resolves to then). An account revoked meanwhile is 401, one
+    that holds as many instances as it may (its own limit, else `max_instances`) 403.
     """
     normalised = normalise_url(url)
     literal = literal_address(urlsplit(normalised).hostname or "")
@@ -43,10 +45,23 @@ def register(
         raise BadRequestError(REFUSED_URL)
     if not is_token(token, TokenKind.INSTANCE):
         raise BadRequestError(TOKEN_RULE)
-    registered = store.register_instance(account.account_id, normalised, hash_token(token), now, max_instances)
+    try:
+        registered = store.register_instance(account.account_id, normalised, hash_token(token), now, max_instances)
+    except AccountRefused as refused:
+        raise account_refusal(refused) from refused
     if registered.moved_from is not None:
         _forget(triggers, registered.moved_from, now)
     return registered
+
+
+def account_refusal(refused: AccountRefused) -> UnauthorizedError | ForbiddenError:
+    """Why the account registers no instance: revoked or gone (401), or at its limit (403)."""
+    if refused.revoked:
+        return UnauthorizedError()
+    return ForbiddenError(
+        f"this account has reached its limit of {refused.limit} instances:"
+        " delete some, or ask the service's operator to raise the limit"
+    )
 
 
 def get(store: Store, account: TokenOwner, instance_id: str) -> Instance:
@@ -79,9 +94,9 @@ def list_page(store: Store, account: TokenOwner, limit: str | None, cursor: str 
     return store.list_instances(account.account_id, size, cursor or None)
 
 
-def attempts_page(
+def calls_page(
     store: Store, account: TokenOwner, instance_id: str, limit: str | None, cursor: str | None, now: datetime
-) -> history.AttemptPage:
+) -> history.CallPage:
     """One page of the calls of the account's instance in the last 7 days, newest first."""
     instance = get(store, account, instance_id)
     size = MAX_PAGE

@@ -2,7 +2,7 @@
 
 The routes pass these to Powertools' decorators (`responses=`, `openapi_extensions=`). They are
 plain dictionaries that name schemas by reference: the schemas themselves are generated from the
-pydantic models of `wakeup.api_models` and `wakeup.api_schema` when the document is built, never
+pydantic models of `wakeup.api.models` and `wakeup.api.schema` when the document is built, never
 at run time, so documenting a route costs its cold start nothing.
 """
 
@@ -45,7 +45,7 @@ def replies(ok: dict[int, tuple[str | None, str]], errors: tuple[int, ...]) -> d
 
 
 def body(schema: str) -> dict[str, Any]:
-    """`openapi_extensions=` for a route that reads a JSON body (with `wakeup.http.read_body`)."""
+    """`openapi_extensions=` for a route that reads a JSON body (with `wakeup.api.http.read_body`)."""
     return {"requestBody": {"required": True, "content": {JSON: {"schema": ref(schema)}}}}
 
 

@@ -1,0 +1,181 @@
+"""The import graph of the layer, the functions and the simulator, read with `ast` (issue 18):
+no import circle, no private name imported across modules, no class in the layer over 250
+lines, no handler importing anything from `wakeup.table`, and neither the logic nor the table
+importing the HTTP edge (`wakeup.api`)."""
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LAYER = ROOT / "layers" / "wakeup"
+# Package roots: the modules under each are named from there, as Python imports them.
+ROOTS = {LAYER: "wakeup", ROOT / "sim": "wakeup_sim", ROOT / "functions": None}
+# The API's two handlers, and the two others, which keep to the same rule.
+HANDLERS = ("instances_handler", "wake_handler", "caller_handler", "sweeper_handler")
+MAX_CLASS_LINES = 250
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str
+    module: str
+    # The names taken from `module` (`from module import name`), or used as `module.name`.
+    names: tuple[str, ...]
+    line: int
+
+
+def _module_name(path: Path) -> str:
+    for root, package in ROOTS.items():
+        if path.is_relative_to(root):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if package is None:  # a function's folder is on its path: its handler imports by its own name
+                parts = parts[-1:]
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            return ".".join(parts)
+    raise ValueError(path)
+
+
+def _sources() -> dict[str, Path]:
+    found = {}
+    for root, package in ROOTS.items():
+        base = root / package if package else root
+        for path in sorted(base.rglob("*.py")):
+            found[_module_name(path)] = path
+    return found
+
+
+MODULES = _sources()
+
+
+def _imports(name: str, path: Path) -> Iterator[Import]:
+    tree = ast.parse(path.read_text(), str(path))
+    aliases: dict[str, str] = {}  # a local name -> the project module it stands for
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in MODULES:
+                    aliases[alias.asname or alias.name] = alias.name
+                    yield Import(name, alias.name, (), node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                if submodule in MODULES:  # `from package import module`
+                    aliases[alias.asname or alias.name] = submodule
+                    yield Import(name, submodule, (), node.lineno)
+                elif node.module in MODULES:
+                    yield Import(name, node.module, (alias.name,), node.lineno)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            yield Import(name, aliases[node.value.id], (node.attr,), node.lineno)
+
+
+IMPORTS = [found for name, path in MODULES.items() for found in _imports(name, path)]
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The graph's circles: each strongly connected component of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {name: set() for name in MODULES}
+    for found in IMPORTS:
+        # A package's `__init__` that re-exports its modules is where they meet, not a circle.
+        if found.module != found.importer and not found.importer.startswith(found.module + "."):
+            graph[found.importer].add(found.module)
+    return graph
+
+
+# TODO(awsfacts branch): the simulator's circle (capacity -> deployment -> capacity, and capacity ->
+# dynamodb -> capacity, hidden by imports inside functions) is removed there; drop this allowance
+# once that branch is merged.
+KNOWN_CIRCLES = [["wakeup_sim.capacity", "wakeup_sim.deployment", "wakeup_sim.dynamodb"]]
+
+
+def test_the_layer_functions_and_simulator_are_read() -> None:
+    assert {"wakeup.table.dynamodb", "wakeup.logic.delivery", "instances_handler", "wakeup_sim.world"} <= set(MODULES)
+
+
+def test_no_import_circle() -> None:
+    assert [c for c in _cycles(_graph()) if c not in KNOWN_CIRCLES] == []
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_private_name_is_imported_across_modules() -> None:
+    private = [
+        f"{found.importer}:{found.line} {found.module}.{name}"
+        for found in IMPORTS
+        for name in found.names
+        if name.startswith("_") and not name.startswith("__") and found.module != found.importer
+    ]
+    assert private == []
+
+
+def _classes() -> Iterator[tuple[str, int]]:
+    for name, path in MODULES.items():
+        if path.is_relative_to(LAYER):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ClassDef):
+                    assert node.end_lineno is not None
+                    yield f"{name}.{node.name}", node.end_lineno - node.lineno + 1
+
+
+def test_no_class_in_the_layer_is_over_250_lines() -> None:
+    sizes = dict(_classes())
+    assert "wakeup.table.dynamodb.DynamoStore" in sizes
+    assert {name: lines for name, lines in sizes.items() if lines > MAX_CLASS_LINES} == {}
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_a_handler_imports_nothing_from_the_table(handler: str) -> None:
+    imported = {found.module for found in IMPORTS if found.importer == handler}
+    assert imported, "the handler's imports were read"
+    assert [m for m in imported if _within(m, "wakeup.table")] == []
+
+
+@pytest.mark.parametrize("room", ["wakeup.logic", "wakeup.table"])
+def test_the_logic_and_the_table_never_import_the_http_edge(room: str) -> None:
+    found = [f"{i.importer}:{i.line}" for i in IMPORTS if _within(i.importer, room) and _within(i.module, "wakeup.api")]
+    assert found == []
