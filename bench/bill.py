@@ -161,8 +161,9 @@ def burst_note(pollers: int) -> str:
     )
 
 
-def bill(parameters: Mapping[str, str]) -> str:
-    """Everything `make cost` prints for these parameters (already checked)."""
+def bill(parameters: Mapping[str, str], steady_s: float = STEADY_S) -> str:
+    """Everything `make cost` prints for these parameters (already checked); `steady_s`: seconds of
+    wakes at the steady rate."""
     template = load_template(TEMPLATE)
     resolver = Resolver(template, stack_name="cost", parameter_overrides=dict(parameters))
     deployment = from_template(TEMPLATE, parameters)
@@ -173,14 +174,14 @@ def bill(parameters: Mapping[str, str]) -> str:
         for logical_id, definition in template.of_type(SERVERLESS_FUNCTION)
         if cost.function_properties(resolver, definition).get("Tracing") == "Active"
     }
-    near, far = per_million(deployment, "near", traced), per_million(deployment, "far", traced)
+    near, far = (per_million(deployment, path, traced, steady_s) for path in ("near", "far"))
     pollers = deployment.minimum_pollers or 0
     given = ", ".join(f"{k}={v}" for k, v in parameters.items()) or "none (template.yaml's defaults)"
     return "\n\n".join(
         [
             f"Parameters overridden: {given}. Prices: us-east-1, list price, no free tier (bench/cost.py).",
             "## A month with no wake\n\n" + idle_table(month),
-            f"## A million wakes, at a steady {STEADY_RATE} a second (the simulator, {STEADY_S} s of wakes; "
+            f"## A million wakes, at a steady {STEADY_RATE} a second (the simulator, {steady_s:g} s of wakes; "
             "what the stack pays at rest meanwhile left out: it is in the month above)\n\n" + wakes_table(near, far),
             "## A month with wakes (the month at rest, and each wake at the steady rate's price)\n\n"
             + volumes_table(idle, near, far),
