@@ -111,8 +111,12 @@ def dollars(usd: float) -> str:
     return f"${usd:,.2f}" if usd >= 0.1 or usd == 0 else f"${usd:.4f}"
 
 
+def quantity(amount: float) -> str:
+    return f"{amount:,.0f}" if amount >= 100 else f"{amount:.3g}"
+
+
 def idle_table(month: Sequence[cost.MonthLine]) -> str:
-    rows = [[line.item, f"{line.quantity:,.6g} {line.unit}", dollars(line.usd), line.price.page] for line in month]
+    rows = [[line.item, f"{quantity(line.quantity)} {line.unit}", dollars(line.usd), line.price.page] for line in month]
     rows.append(["**sum**", "", f"**{dollars(sum(line.usd for line in month))}**", ""])
     return table(["charge (a month, no wake)", "quantity", "USD", "price from"], rows)
 
