@@ -336,6 +336,8 @@ def idle_month(resolver: Resolver, at_rest: AtRest) -> list[MonthLine]:
         runs = sum(MONTH_S / seconds for seconds in _schedule_periods(properties))
         if not runs:
             continue
+        if logical_id not in at_rest.runs:
+            raise ValueError(f"{logical_id} runs on a schedule, but the simulator does not run it at rest")
         run = at_rest.runs[logical_id]
         gb = float(properties.get("MemorySize", 128)) / 1024
         reads = run.read_units if run.read_units is not None else 0.0
@@ -369,11 +371,9 @@ def traces_a_second(invocations_a_second: float) -> float:
 
 
 def function_properties(resolver: Resolver, definition: Mapping[str, Any]) -> dict[str, Any]:
-    """A function's properties as deployed: Globals' under its own, intrinsic functions resolved
-    (`LoggingConfig.LogGroup` kept as written, to find its log group)."""
+    """A function's properties as deployed: Globals' under its own, intrinsic functions resolved."""
     properties = {**resolver.template.function_globals, **(definition.get("Properties") or {})}
     resolved: dict[str, Any] = resolver.resolve(properties)
-    resolved["LogGroupRef"] = (properties.get("LoggingConfig") or {}).get("LogGroup")
     return resolved
 
 
@@ -419,11 +419,13 @@ def _queries(run: Usage) -> int:
 
 
 def _retention_days(resolver: Resolver, properties: Mapping[str, Any]) -> float:
-    ref = properties.get("LogGroupRef")
-    if isinstance(ref, dict) and "Ref" in ref:
-        group = resolver.resolve(resolver.template.resources[ref["Ref"]].get("Properties") or {})
-        if "RetentionInDays" in group:
-            return float(group["RetentionInDays"])
+    """How long the function's log group (`LoggingConfig.LogGroup`, the template's) keeps events."""
+    name = (properties.get("LoggingConfig") or {}).get("LogGroup")
+    for logical_id, group in resolver.template.of_type("AWS::Logs::LogGroup"):
+        if resolver.physical_name(logical_id) == name:
+            retention = resolver.resolve((group.get("Properties") or {}).get("RetentionInDays"))
+            if retention is not None:
+                return float(retention)
     # A log group without retention keeps everything: a month's logs a month, growing.
     return MONTH_HOURS / 24
 

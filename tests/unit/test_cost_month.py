@@ -128,3 +128,13 @@ def test_a_rule_of_the_template_refuses_a_lead_not_below_the_horizon() -> None:
 
 def test_overrides_are_read_as_sam_deploy_writes_them() -> None:
     assert parse(["A=1", "ParameterKey=B,ParameterValue=x=y", "C="]) == {"A": "1", "B": "x=y", "C": ""}
+
+
+def test_x_ray_records_the_first_invocation_each_second_and_one_in_twenty_of_the_rest() -> None:
+    assert cost.traces_a_second(0.5) == pytest.approx(0.5)
+    assert cost.traces_a_second(101) == pytest.approx(1 + 0.05 * 100)
+
+
+def test_the_custom_metrics_at_rest_are_those_a_sweep_with_nothing_to_do_publishes() -> None:
+    # The sweeper counts its recoveries, zero included, so that its alarm always has data: one metric.
+    assert bill.custom_metrics_at_rest() == 1
