@@ -85,6 +85,13 @@ clean:
 simulate: $(STAMP)
 	PYTHONPATH=. $(BIN)/python -m wakeup_sim
 
+# What a deployment costs before it is deployed: every charge of a month with no wake, a million near
+# and far wakes at a steady 100 a second (the simulator), a month at a few volumes, for template.yaml's
+# parameters or yours: `make cost PARAMS="CallerMinimumPollers=0 CallerMemorySize=512"`. About a minute.
+.PHONY: cost
+cost: $(STAMP)
+	PYTHONPATH=. $(BIN)/python -m bench.cost --parameter-overrides $(PARAMS)
+
 # The simulator against the local stack: measures the local stack's profile on this machine, runs
 # the same bursts on the local stack and in the simulator, and prints both (docs/scaling.md).
 .PHONY: calibrate

@@ -20,14 +20,17 @@ relying on them. What is estimated rather than counted:
   the few milliseconds of the request are in "Lambda duration";
 - Secrets Manager: the caller reads the signing master key once per warm function per 15 minutes.
 
-Not priced: the caller's provisioned event pollers (billed per event poller unit and hour, "AWS
-Lambda pricing") and raising the table's warm throughput (a charge per increase, "Understanding
-DynamoDB warm throughput"). Neither price was found in the documentation searched; both are fixed
-costs of a stack, not of a wake (docs/operations.md, "Sizing for bursts").
+What a stack pays each month with no wake at all is `idle_month`'s (provisioned pollers, dashboard,
+alarms, custom metrics, the secret, what runs every minute); `python -m bench.cost` (`make cost`,
+`bench.bill`) prints it for a deployment's parameters. Not priced: raising the table's warm
+throughput (a charge once per increase, "Understanding DynamoDB warm throughput": its price was not
+found in the documentation searched).
 """
 
 from __future__ import annotations
 
+import re
+import sys
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,16 +43,53 @@ from wakeup_sim import capacity
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# USD per unit.
-PRICE_API_REQUEST = 1.00 / 1e6  # HTTP API, first 300 million requests a month
-PRICE_LAMBDA_REQUEST = 0.20 / 1e6
-PRICE_LAMBDA_GB_SECOND = 0.0000133334  # arm64
-PRICE_READ_UNIT = 0.125 / 1e6  # DynamoDB on-demand
-PRICE_WRITE_UNIT = 0.625 / 1e6
-PRICE_SQS_REQUEST = 0.40 / 1e6  # standard queue, per 64 KB chunk
-PRICE_SCHEDULER_INVOCATION = 1.00 / 1e6  # EventBridge Scheduler; its API calls are free
-PRICE_LOG_GB = 0.50  # CloudWatch Logs ingestion, standard class
-PRICE_SECRETS_REQUEST = 0.05 / 1e4  # Secrets Manager API calls
+
+class Price(float):
+    """USD per unit, with the AWS pricing page it was read from (us-east-1, list price, no free tier)."""
+
+    page: str
+
+    def __new__(cls, usd: float, page: str) -> Price:
+        price = super().__new__(cls, usd)
+        price.page = page
+        return price
+
+
+LAMBDA_PAGE = "AWS Lambda pricing, https://aws.amazon.com/lambda/pricing/"
+CLOUDWATCH_PAGE = "Amazon CloudWatch pricing, https://aws.amazon.com/cloudwatch/pricing/"
+DYNAMODB_PAGE = "Amazon DynamoDB pricing for on-demand capacity, https://aws.amazon.com/dynamodb/pricing/on-demand/"
+SECRETS_PAGE = "AWS Secrets Manager pricing, https://aws.amazon.com/secrets-manager/pricing/"
+
+# HTTP APIs, the first 300 million requests a month.
+PRICE_API_REQUEST = Price(1.00 / 1e6, "Amazon API Gateway pricing, https://aws.amazon.com/api-gateway/pricing/")
+PRICE_LAMBDA_REQUEST = Price(0.20 / 1e6, LAMBDA_PAGE)
+PRICE_LAMBDA_GB_SECOND = Price(0.0000133334, LAMBDA_PAGE)  # Arm, the first tier
+# "Provisioned Mode for Event Source Mapping (ESM) Pricing": billed on the minimum event pollers and
+# those autoscaling adds; for SQS an event poller unit (EPU) is one poller, "$0.00925 per EPU-hour",
+# counted per second with a one-minute minimum.
+PRICE_EPU_HOUR = Price(0.00925, LAMBDA_PAGE)
+PRICE_READ_UNIT = Price(0.125 / 1e6, DYNAMODB_PAGE)
+PRICE_WRITE_UNIT = Price(0.625 / 1e6, DYNAMODB_PAGE)
+# Standard queue, per 64 KB chunk of a request.
+PRICE_SQS_REQUEST = Price(0.40 / 1e6, "Amazon SQS pricing, https://aws.amazon.com/sqs/pricing/")
+# EventBridge Scheduler's invocations; its API calls are free. The sweeper's rule (`rate(1 minute)`)
+# is an event of an AWS service (source aws.events), which EventBridge does not charge.
+PRICE_SCHEDULER_INVOCATION = Price(
+    1.00 / 1e6, "Amazon EventBridge pricing, https://aws.amazon.com/eventbridge/pricing/"
+)
+PRICE_LOG_GB = Price(0.50, CLOUDWATCH_PAGE)  # Logs ingestion, standard class (Lambda's logs: the first tier)
+PRICE_LOG_GB_MONTH = Price(0.03, CLOUDWATCH_PAGE)  # Logs storage (archival), per GB-month
+PRICE_DASHBOARD_MONTH = Price(3.00, CLOUDWATCH_PAGE)
+PRICE_ALARM_METRIC_MONTH = Price(0.10, CLOUDWATCH_PAGE)  # a standard-resolution alarm, per metric it watches
+PRICE_HIGH_RESOLUTION_ALARM_METRIC_MONTH = Price(0.30, CLOUDWATCH_PAGE)  # period under 60 s
+PRICE_CUSTOM_METRIC_MONTH = Price(0.30, CLOUDWATCH_PAGE)  # the first 10,000; prorated by the hours published
+PRICE_SECRET_MONTH = Price(0.40, SECRETS_PAGE)
+PRICE_SECRETS_REQUEST = Price(0.05 / 1e4, SECRETS_PAGE)
+PRICE_TRACE = Price(5.00 / 1e6, "AWS X-Ray pricing, https://aws.amazon.com/xray/pricing/")  # traces recorded
+
+# AWS's pricing pages count a month as 730 hours.
+MONTH_HOURS = 730
+MONTH_S = MONTH_HOURS * 3600.0
 
 # The history's attempt item: under 1 KB, in no index.
 HISTORY_WRITE_UNITS = 1
@@ -126,7 +166,30 @@ class Usage:
             api_requests=self.api_requests - other.api_requests,
             scheduler_invocations=self.scheduler_invocations - other.scheduler_invocations,
             sqs_batches=self.sqs_batches - other.sqs_batches,
+            # Metered units carry over when both sides have them.
+            read_units=_minus(self.read_units, other.read_units),
+            write_units=_minus(self.write_units, other.write_units),
         )
+
+    def __truediv__(self, count: float) -> Usage:
+        def each(counter: Counter[str]) -> Counter[str]:
+            return Counter({k: v / count for k, v in counter.items()})
+
+        return Usage(
+            requests=each(self.requests),
+            invocations=each(self.invocations),
+            seconds=each(self.seconds),
+            log_bytes=self.log_bytes / count,
+            api_requests=self.api_requests / count,
+            scheduler_invocations=self.scheduler_invocations / count,
+            sqs_batches=self.sqs_batches / count,
+            read_units=None if self.read_units is None else self.read_units / count,
+            write_units=None if self.write_units is None else self.write_units / count,
+        )
+
+
+def _minus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
 
 
 @dataclass(frozen=True)
@@ -204,3 +267,171 @@ def requests_report(usages: Mapping[str, Usage]) -> str:
     rows.append(["Lambda seconds", *(f"{sum(usages[name].seconds.values()) * 1000:.1f} ms" for name in names)])
     rows.append(["bytes logged", *(f"{usages[name].log_bytes:.0f}" for name in names)])
     return table(["counted per request or wake", *names], rows)
+
+
+# --- the month at rest ----------------------------------------------------------------------------
+
+ALARM = "AWS::CloudWatch::Alarm"
+COMPOSITE_ALARM = "AWS::CloudWatch::CompositeAlarm"
+PRICE_COMPOSITE_ALARM_MONTH = Price(0.50, CLOUDWATCH_PAGE)
+
+
+@dataclass(frozen=True)
+class MonthLine:
+    """One charge of a month: how much of what, at which price (its page: `price.page`)."""
+
+    item: str
+    quantity: float
+    unit: str
+    price: Price
+
+    @property
+    def usd(self) -> float:
+        return self.quantity * self.price
+
+
+@dataclass(frozen=True)
+class AtRest:
+    """What a stack does with no wake (the simulator's idle stack): its event source's empty long polls
+    a second, one run of each scheduled function by logical id (requests, billed seconds, read units,
+    the bytes its handler logs), and the custom metrics those runs publish."""
+
+    receives_per_s: float
+    runs: Mapping[str, Usage]
+    custom_metrics: int
+
+
+def idle_month(resolver: Resolver, at_rest: AtRest) -> list[MonthLine]:
+    """Every charge the stack `resolver` resolves (template.yaml with its parameters) pays in a month
+    with no wake at all, line by line."""
+    template = resolver.template
+    created = [(lid, d) for lid, d in template.resources.items() if resolver.is_created(lid)]
+    functions = {lid: function_properties(resolver, d) for lid, d in created if d.get("Type") == SERVERLESS_FUNCTION}
+    pollers = sum(
+        int(event.get("ProvisionedPollerConfig", {}).get("MinimumPollers", 0))
+        for properties in functions.values()
+        for event in _events(properties, "SQS")
+    )
+    standard, high_resolution = _alarm_metrics([d for _, d in created if d.get("Type") == ALARM], resolver)
+    composite = sum(1 for _, d in created if d.get("Type") == COMPOSITE_ALARM)
+    month = [
+        MonthLine(
+            "provisioned event pollers (CallerMinimumPollers)", pollers * MONTH_HOURS, "EPU-hours", PRICE_EPU_HOUR
+        ),
+        MonthLine("dashboards", _count(created, "AWS::CloudWatch::Dashboard"), "dashboards", PRICE_DASHBOARD_MONTH),
+        MonthLine("alarms", standard, "alarm metrics", PRICE_ALARM_METRIC_MONTH),
+        MonthLine("high-resolution alarms", high_resolution, "alarm metrics", PRICE_HIGH_RESOLUTION_ALARM_METRIC_MONTH),
+        MonthLine("composite alarms", composite, "alarms", PRICE_COMPOSITE_ALARM_MONTH),
+        MonthLine("custom metrics published at rest", at_rest.custom_metrics, "metrics", PRICE_CUSTOM_METRIC_MONTH),
+        MonthLine("secrets", _count(created, "AWS::SecretsManager::Secret"), "secrets", PRICE_SECRET_MONTH),
+        MonthLine(
+            "idle receives (the event source's long polls)",
+            at_rest.receives_per_s * MONTH_S,
+            "requests",
+            PRICE_SQS_REQUEST,
+        ),
+    ]
+    logged_gb = stored_gb = 0.0
+    for logical_id, properties in functions.items():
+        runs = sum(MONTH_S / seconds for seconds in _schedule_periods(properties))
+        if not runs:
+            continue
+        if logical_id not in at_rest.runs:
+            raise ValueError(f"{logical_id} runs on a schedule, but the simulator does not run it at rest")
+        run = at_rest.runs[logical_id]
+        gb = float(properties.get("MemorySize", 128)) / 1024
+        reads = run.read_units if run.read_units is not None else 0.0
+        month += [
+            MonthLine(f"{logical_id} invocations", runs, "invocations", PRICE_LAMBDA_REQUEST),
+            MonthLine(f"{logical_id} duration", runs * sum(run.seconds.values()) * gb, "GB-s", PRICE_LAMBDA_GB_SECOND),
+            MonthLine(f"{logical_id} reads ({_queries(run)} queries a run)", runs * reads, "RRU", PRICE_READ_UNIT),
+        ]
+        if properties.get("Tracing") == "Active":
+            # The default sampling rule records the first request each second (`traces_a_second`): a
+            # run a minute is always traced.
+            month.append(MonthLine(f"{logical_id} X-Ray traces", runs, "traces", PRICE_TRACE))
+        gb_logged = runs * (run.log_bytes + LAMBDA_OWN_LOG_BYTES) / 1e9
+        logged_gb += gb_logged
+        # What the log group holds once its retention is reached (logs are billed compressed; counted
+        # here as ingested, so this is an upper bound).
+        stored_gb += gb_logged * _retention_days(resolver, properties) * 24 / MONTH_HOURS
+    month += [
+        MonthLine("log ingestion of what runs at rest", logged_gb, "GB", PRICE_LOG_GB),
+        MonthLine("log storage of what runs at rest (LogRetentionDays)", stored_gb, "GB-months", PRICE_LOG_GB_MONTH),
+    ]
+    return month
+
+
+def traces_a_second(invocations_a_second: float) -> float:
+    """Traces X-Ray records of a function with active tracing invoked this often: Lambda samples the
+    first request each second and 5% of the others ("Visualize Lambda function invocations using
+    AWS X-Ray", Lambda developer guide; X-Ray's default sampling rule)."""
+    reservoir = min(invocations_a_second, 1.0)
+    return reservoir + 0.05 * (invocations_a_second - reservoir)
+
+
+def function_properties(resolver: Resolver, definition: Mapping[str, Any]) -> dict[str, Any]:
+    """A function's properties as deployed: Globals' under its own, intrinsic functions resolved."""
+    properties = {**resolver.template.function_globals, **(definition.get("Properties") or {})}
+    resolved: dict[str, Any] = resolver.resolve(properties)
+    return resolved
+
+
+def _events(properties: Mapping[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [e.get("Properties") or {} for e in (properties.get("Events") or {}).values() if e.get("Type") == kind]
+
+
+def _schedule_periods(properties: Mapping[str, Any]) -> list[float]:
+    """Seconds between runs of each `rate(...)` schedule of a function (EventBridge's rate expressions)."""
+    seconds = {"minute": 60, "minutes": 60, "hour": 3600, "hours": 3600, "day": 86400, "days": 86400}
+    periods: list[float] = []
+    for event in _events(properties, "Schedule"):
+        found = re.fullmatch(r"rate\((\d+) (\w+)\)", str(event.get("Schedule", "")))
+        if found is None:
+            raise ValueError(f"a schedule this cost model cannot count: {event.get('Schedule')!r}")
+        periods.append(int(found.group(1)) * seconds[found.group(2)])
+    return periods
+
+
+def _alarm_metrics(alarms: list[dict[str, Any]], resolver: Resolver) -> tuple[int, int]:
+    """Metrics watched by standard- and high-resolution alarms: CloudWatch charges an alarm per metric
+    it watches (a metric-math alarm for each metric of its expression), three times at a period under
+    60 s."""
+    standard = high = 0
+    for alarm in alarms:
+        properties = resolver.resolve(alarm.get("Properties") or {})
+        metrics = [m for m in properties.get("Metrics", []) if "MetricStat" in m] or [properties]
+        for metric in metrics:
+            period = int((metric.get("MetricStat") or {}).get("Period", metric.get("Period", 60)))
+            if period < 60:
+                high += 1
+            else:
+                standard += 1
+    return standard, high
+
+
+def _count(created: list[tuple[str, dict[str, Any]]], resource_type: str) -> int:
+    return sum(1 for _, definition in created if definition.get("Type") == resource_type)
+
+
+def _queries(run: Usage) -> int:
+    return round(run.requests.get("dynamodb:Query", 0))
+
+
+def _retention_days(resolver: Resolver, properties: Mapping[str, Any]) -> float:
+    """How long the function's log group (`LoggingConfig.LogGroup`, the template's) keeps events."""
+    name = (properties.get("LoggingConfig") or {}).get("LogGroup")
+    for logical_id, group in resolver.template.of_type("AWS::Logs::LogGroup"):
+        if resolver.physical_name(logical_id) == name:
+            retention = resolver.resolve((group.get("Properties") or {}).get("RetentionInDays"))
+            if retention is not None:
+                return float(retention)
+    # A log group without retention keeps everything: a month's logs a month, growing.
+    return MONTH_HOURS / 24
+
+
+if __name__ == "__main__":
+    # `python -m bench.cost` is `make cost`: the deployment's bill (bench.bill).
+    from bench.bill import main
+
+    sys.exit(main(sys.argv[1:]))

@@ -5,6 +5,7 @@ API's throttling, the schedule lead, the table's indexes ...) is read from templ
 simulation runs what `sam deploy` would deploy; a scenario may override any of them to try a lever.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -113,10 +114,11 @@ def _caller_event(function: dict[str, Any]) -> dict[str, Any]:
     raise ValueError("the caller has no SQS event")
 
 
-def from_template(path: Path = TEMPLATE) -> Deployment:
+def from_template(path: Path = TEMPLATE, parameters: Mapping[str, str] | None = None) -> Deployment:
+    """The deployment `sam deploy` makes of the template, with `parameters` overriding defaults."""
     template: Template = load_template(path)
-    resolver = Resolver(template, stack_name="sim", region="us-east-1")
-    defaults = {name: str(p.get("Default", "")) for name, p in template.parameters.items()}
+    resolver = Resolver(template, stack_name="sim", region="us-east-1", parameter_overrides=dict(parameters or {}))
+    defaults = {name: str(p.get("Default", "")) for name, p in template.parameters.items()} | dict(parameters or {})
     globals_ = resolver.resolve(template.function_globals)
     caller = template.resources["CallerFunction"]
     caller_properties = resolver.resolve({k: v for k, v in caller["Properties"].items() if k != "Events"})

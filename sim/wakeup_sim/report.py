@@ -13,6 +13,7 @@ from bench import cost
 from bench.stats import table
 from wakeup_sim.api_gateway import ACCEPTED, FAILED, THROTTLED
 from wakeup_sim.scenarios import Outcome, first_calls
+from wakeup_sim.world import World
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -78,7 +79,11 @@ def registration_figures(outcome: Outcome) -> RegistrationFigures:
 
 def usage(outcome: Outcome) -> cost.Usage:
     """Everything the scenario cost, per wake."""
-    world, count = outcome.world, len(outcome.wakes)
+    return world_usage(outcome.world, outcome.log_bytes, len(outcome.wakes))
+
+
+def world_usage(world: World, log_bytes: float, count: int = 1) -> cost.Usage:
+    """Everything a simulated stack cost so far (`log_bytes`: what its functions logged), per `count`."""
     requests: Counter[str] = Counter()
     requests.update(world.store.metered.requests)
     requests.update(world.queue.requests)
@@ -89,7 +94,7 @@ def usage(outcome: Outcome) -> cost.Usage:
         requests=Counter({k: v / count for k, v in requests.items()}),
         invocations=Counter({f.name: f.invocations / count for f in world.functions}),
         seconds=Counter({f.name: f.billed_s / count for f in world.functions}),
-        log_bytes=outcome.log_bytes / count,
+        log_bytes=log_bytes / count,
         api_requests=world.api_requests / count,
         scheduler_invocations=world.scheduler.invocations / count,
         read_units=metered.read_units / count,
