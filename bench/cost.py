@@ -15,7 +15,7 @@ relying on them. What is estimated rather than counted:
   before a wake is part of it;
 - CloudWatch Logs: the bytes the functions printed, plus about 350 bytes of Lambda's own START,
   END and REPORT lines per invocation;
-- the history (`wakeup.history`): one `PutItem` per call of an attempt item under 1 KB that no
+- the history (`wakeup.table.history`): one `PutItem` per call of an attempt item under 1 KB that no
   index holds, so 1 write unit, priced on a row of its own (its budget: $0.70 per million wakes);
   the few milliseconds of the request are in "Lambda duration";
 - Secrets Manager: the caller reads the signing master key once per warm function per 15 minutes.
@@ -94,7 +94,7 @@ MONTH_S = MONTH_HOURS * 3600.0
 # The history's attempt item: under 1 KB, in no index.
 HISTORY_WRITE_UNITS = 1
 # The functions' one PutItem is the history's: accounts and instances are written in transactions
-# and updates (wakeup.store), so the requests counted by operation tell the two apart.
+# and updates (wakeup.table), so the requests counted by operation tell the two apart.
 HISTORY_PUT = "dynamodb:PutItem"
 HISTORY_BUDGET_USD_PER_MILLION = 0.70
 

@@ -35,7 +35,7 @@ CALLER_LOG_GROUP = {"Fn::GetAtt": ["CallerLogGroup", "Arn"]}
 SCHEDULER_ROLE = {"Fn::GetAtt": ["SchedulerRole", "Arn"]}
 
 # What each function may do, action by action, on which resource: the calls its code makes
-# (wakeup.store's DynamoDB calls, wakeup.triggers' SQS and Scheduler calls). A change here is a
+# (wakeup.table's DynamoDB calls, wakeup.triggers' SQS and Scheduler calls). A change here is a
 # change of privilege: make it on purpose, together with the code that needs it.
 EXPECTED_GRANTS: dict[str, set[tuple[str, str]]] = {
     # Auth reads, registration (a transaction of two Puts and a ConditionCheck on the account),

@@ -7,7 +7,7 @@ import pytest
 
 from bench import bill, cost
 from bench.parameters import ParameterError, check, parse
-from wakeup.store import PENDING_SHARDS
+from wakeup.table.items import PENDING_SHARDS
 from wakeup_local.template import Resolver, load_template
 from wakeup_sim.deployment import TEMPLATE, from_template
 
