@@ -10,10 +10,11 @@ template as SAM transforms it: what a stack with those parameters would create a
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
-from cfn_template import resources_of_type, sam_transform, sub_variables
+from cfn_template import load_template, resources_of_type, sam_transform, sub_variables
 from test_template_settings import refused_by_rules
 
 # --- What would replace the table or the secret ---------------------------------------------------
@@ -140,7 +141,8 @@ def chosen(value: Any, conditions: dict[str, bool]) -> Any:
 
 
 def referenced(value: Any) -> set[str]:
-    """The names that Ref, Fn::GetAtt and Fn::Sub reach in `value` (Fn::If already chosen)."""
+    """The names that Ref, Fn::GetAtt, Fn::Sub and DependsOn reach in `value` (Fn::If already
+    chosen)."""
     if isinstance(value, list):
         return set().union(*(referenced(item) for item in value))
     if isinstance(value, str) or not isinstance(value, dict):
@@ -151,6 +153,8 @@ def referenced(value: Any) -> set[str]:
             found.add(str(item))
         elif key == "Fn::GetAtt":
             found.add(str(item[0]))
+        elif key == "DependsOn":
+            found |= {item} if isinstance(item, str) else set(item)
         elif key == "Fn::Sub":
             text, variables = (item, {}) if isinstance(item, str) else item
             found |= {name.split(".")[0] for name in sub_variables(text) if name not in variables}
@@ -163,8 +167,6 @@ def referenced(value: Any) -> set[str]:
 def stack(parameters: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """What CloudFormation creates for these parameters after SAM's transform: the resources its
     conditions keep (each with Fn::If chosen), and the outputs."""
-    from cfn_template import load_template
-
     transformed = sam_transform(load_template(), parameters)
     conditions = conditions_of(transformed, parameters)
     resources = {
@@ -198,11 +200,11 @@ def test_a_stack_adopting_a_table_and_a_master_key_makes_neither_and_uses_them_e
     assert "table/${TableName}" in role and '"Ref": "ExistingTableName"' in role
     assert '"Ref": "ExistingMasterKeySecretArn"' in role
     assert outputs["TableName"]["Value"] == {"Ref": "ExistingTableName"}
+    metrics = json.dumps(resources["TableWriteThrottlesAlarm"]["Properties"]["Metrics"])
+    assert metrics.count('"Ref": "ExistingTableName"') == 2
 
 
 def test_adoption_takes_a_secrets_manager_arn_and_a_dynamodb_table_name(template: dict[str, Any]) -> None:
-    import re
-
     parameters = template["Parameters"]
     secret_pattern = re.compile(parameters["ExistingMasterKeySecretArn"]["AllowedPattern"])
     table_pattern = re.compile(parameters["ExistingTableName"]["AllowedPattern"])
