@@ -26,6 +26,7 @@ from wakeup_local.environment import RUNTIME_CLIENT, EnvironmentSettings, Execut
 from wakeup_local.environment_pool import EnvironmentPool, Throttled
 from wakeup_local.lambda_logs import FunctionLog
 from wakeup_local.template import (
+    NO_VALUE,
     SERVERLESS_FUNCTION,
     Resolver,
     Template,
@@ -319,7 +320,8 @@ def _spec(
 
 
 def _optional_int(value: Any) -> int | None:
-    return None if value is None else int(value)
+    # A property set to `!If [cond, ..., !Ref AWS::NoValue]` is absent when cond is false.
+    return None if value is None or value is NO_VALUE else int(value)
 
 
 def _environment(

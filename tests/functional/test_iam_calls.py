@@ -54,12 +54,15 @@ TRANSACTION_PARTS = {
 Grant = tuple[str, str]  # an IAM action, and the table resource it is on ("" for other services)
 
 
+# The stack's table, its own or the one it adopts (ExistingTableName), by name.
+TABLE_ARN = "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/${TableName}"
+
+
 def _resource(resource: Any) -> str:
     """The table, an index of it, or "" for a resource that is not the table's."""
-    if resource == {"Fn::GetAtt": ["Table", "Arn"]}:
-        return TABLE
-    if isinstance(resource, dict) and str(resource.get("Fn::Sub", "")).startswith("${Table.Arn}/index/"):
-        return TABLE + resource["Fn::Sub"].removeprefix("${Table.Arn}")
+    argument = resource.get("Fn::Sub") if isinstance(resource, dict) else None
+    if isinstance(argument, list) and str(argument[0]).startswith(TABLE_ARN):
+        return TABLE + str(argument[0]).removeprefix(TABLE_ARN)
     return ""
 
 

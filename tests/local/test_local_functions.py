@@ -4,7 +4,7 @@ import random
 import re
 
 import requests
-from localstack_helpers import FIXTURE_TEMPLATE
+from localstack_helpers import FIXTURE_TEMPLATE, ROOT
 
 from wakeup_local.functions import FunctionSpec, function_specs
 from wakeup_local.stack import LocalStack
@@ -98,3 +98,12 @@ def test_a_function_takes_its_reserved_concurrency_and_log_group() -> None:
     assert specs["GatedFunction"].reserved_concurrency == 2
     assert specs["ApiFunction"].reserved_concurrency is None
     assert specs["ApiFunction"].runtime == "python3.13"
+
+
+def test_the_callers_reservation_in_template_yaml_is_none_until_a_parameter_sets_it() -> None:
+    # `!If [..., !Ref AWS::NoValue]` at the defaults: the caller takes the stack's own bound.
+    template = load_template(ROOT / "template.yaml")
+    for overrides, expected in (({}, None), ({"CallerReservedConcurrency": "4"}, 4)):
+        resolver = Resolver(template, "wstack", parameter_overrides=overrides, rng=random.Random(3))
+        specs = {spec.logical_id: spec for spec in function_specs(template, resolver, {})}
+        assert specs["CallerFunction"].reserved_concurrency == expected

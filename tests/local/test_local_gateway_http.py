@@ -13,10 +13,10 @@ from urllib.parse import urlsplit
 
 import pytest
 import requests
-from localstack_helpers import StartStack
+from localstack_helpers import ROOT, StartStack
 
 from wakeup_local.stack import LocalStack
-from wakeup_local.template import Resolver, Template, parse_template
+from wakeup_local.template import Resolver, Template, load_template, parse_template
 from wakeup_local.throttling import ACCOUNT_BURST_LIMIT, ACCOUNT_RATE_LIMIT, TokenBucket, api_throttles, route_buckets
 
 # --- route throttling ----------------------------------------------------------------------------
@@ -103,6 +103,16 @@ def test_default_route_settings_apply_to_each_route_and_route_settings_override_
     }
     assert buckets[(api, "GET /fast")] is not buckets[(api, "POST /fast")]
     assert ACCOUNT_BURST_LIMIT == 5000
+
+
+def test_template_yamls_default_route_has_its_own_small_bucket_locally_too() -> None:
+    # The $default route's throttle (template.yaml's RouteSettings) reaches the local gateway.
+    template = load_template(ROOT / "template.yaml")
+    resolver = Resolver(template, "s", rng=random.Random(1))
+    api = str(resolver.ref("HttpApi"))
+    buckets = route_buckets(api_throttles(template, resolver), [(api, "$default"), (api, "PUT /wakeup/wake")])
+    limits = {route: (bucket.rate_per_s, bucket.burst) for (_, route), bucket in buckets.items()}
+    assert limits == {"$default": (10.0, 20), "PUT /wakeup/wake": (10000.0, 5000)}
 
 
 # --- malformed HTTP ------------------------------------------------------------------------------

@@ -61,7 +61,7 @@ def test_an_alarm_watches_the_failed_events_queue(transformed: dict[str, Any]) -
     watching = [
         alarm["Properties"]
         for alarm in resources_of_type(transformed, "AWS::CloudWatch::Alarm").values()
-        if alarm["Properties"]["Dimensions"]
+        if alarm["Properties"].get("Dimensions")
         == [{"Name": "QueueName", "Value": {"Fn::GetAtt": ["CallerFailedEventsQueue", "QueueName"]}}]
     ]
     assert len(watching) == 1

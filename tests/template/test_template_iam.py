@@ -28,7 +28,17 @@ SCHEDULES_OF_THE_GROUP = {
 CALLER_ARN = {
     "Fn::Sub": "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-caller"
 }
-TABLE = {"Fn::GetAtt": ["Table", "Arn"]}
+# The stack's own table or the one it adopts (ExistingTableName), and likewise the master key.
+TABLE_NAME = {"Fn::If": ["MakesTable", {"Ref": "Table"}, {"Ref": "ExistingTableName"}]}
+
+
+def table_arn(suffix: str = "") -> dict[str, Any]:
+    arn = "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/${TableName}" + suffix
+    return {"Fn::Sub": [arn, {"TableName": TABLE_NAME}]}
+
+
+TABLE = table_arn()
+MASTER_KEY = {"Fn::If": ["MakesMasterKey", {"Ref": "SigningMasterKey"}, {"Ref": "ExistingMasterKeySecretArn"}]}
 CALLER_QUEUE = {"Fn::GetAtt": ["CallerQueue", "Arn"]}
 CALLER_FAILED_EVENTS = {"Fn::GetAtt": ["CallerFailedEventsQueue", "Arn"]}
 CALLER_LOG_GROUP = {"Fn::GetAtt": ["CallerLogGroup", "Arn"]}
@@ -49,7 +59,7 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:ConditionCheckItem", repr(TABLE)),
         # Items by key: an instance's history, and what a keys-only listing finds.
         ("dynamodb:BatchGetItem", repr(TABLE)),
-        ("dynamodb:Query", repr({"Fn::Sub": "${Table.Arn}/index/ByAccount"})),
+        ("dynamodb:Query", repr(table_arn("/index/ByAccount"))),
         ("scheduler:DeleteSchedule", repr(SCHEDULES_OF_THE_GROUP)),
     },
     # Auth and re-read (Get), the registration (Update), arming near (SQS) or far (a schedule,
@@ -89,12 +99,12 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str]]] = {
         ("xray:GetSamplingRules", repr("*")),
         ("xray:GetSamplingTargets", repr("*")),
         # The master key its signatures are derived from, and no other secret.
-        ("secretsmanager:GetSecretValue", repr({"Ref": "SigningMasterKey"})),
+        ("secretsmanager:GetSecretValue", repr(MASTER_KEY)),
     },
     # Overdue wakes from the sparse index (keys only, then their items by key), postponed (Update)
     # and re-armed for now: through SQS.
     "SweeperFunction": {
-        ("dynamodb:Query", repr({"Fn::Sub": "${Table.Arn}/index/PendingWakes"})),
+        ("dynamodb:Query", repr(table_arn("/index/PendingWakes"))),
         ("dynamodb:BatchGetItem", repr(TABLE)),
         ("dynamodb:UpdateItem", repr(TABLE)),
         ("sqs:SendMessage", repr(CALLER_QUEUE)),
@@ -253,6 +263,10 @@ def test_scheduler_role_may_only_invoke_the_caller_and_dead_letter(transformed: 
 
 
 def test_scheduler_role_trusts_only_scheduler_acting_for_this_account(template: dict[str, Any]) -> None:
+    # aws:SourceArn, the schedule group's ARN, is the confused-deputy condition of "Set up the
+    # execution role" (EventBridge Scheduler user guide,
+    # https://docs.aws.amazon.com/scheduler/latest/UserGuide/setting-up.html#setting-up-execution-role):
+    # only schedules of this stack's group may use the role.
     trust = template["Resources"]["SchedulerRole"]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
 
     assert trust == [
@@ -260,7 +274,12 @@ def test_scheduler_role_trusts_only_scheduler_acting_for_this_account(template: 
             "Effect": "Allow",
             "Principal": {"Service": "scheduler.amazonaws.com"},
             "Action": "sts:AssumeRole",
-            "Condition": {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}},
+            "Condition": {
+                "StringEquals": {
+                    "aws:SourceAccount": {"Ref": "AWS::AccountId"},
+                    "aws:SourceArn": {"Fn::GetAtt": ["ScheduleGroup", "Arn"]},
+                }
+            },
         }
     ]
 

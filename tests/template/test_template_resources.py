@@ -112,7 +112,8 @@ def test_globals_give_every_function_the_runtime_tracing_layer_and_settings(
     assert variables == {
         "POWERTOOLS_METRICS_NAMESPACE": "Wakeup",
         "POWERTOOLS_LOG_LEVEL": {"Ref": "LogLevel"},
-        "WAKEUP_TABLE": {"Ref": "Table"},
+        # The stack's own table, or the one it adopts (test_template_safety.py).
+        "WAKEUP_TABLE": {"Fn::If": ["MakesTable", {"Ref": "Table"}, {"Ref": "ExistingTableName"}]},
         "WAKEUP_QUEUE_URL": {"Ref": "CallerQueue"},
         "WAKEUP_SCHEDULE_GROUP": {"Ref": "ScheduleGroup"},
         "WAKEUP_CALLER_ARN": {
@@ -161,7 +162,9 @@ def test_each_function_has_its_handler_code_folder_and_service_name(template: di
     assert (REPO / code_uri).is_dir()
     variables = dict(properties["Environment"]["Variables"])
     if logical_id == "CallerFunction":  # only the caller signs wakes
-        assert variables.pop("WAKEUP_MASTER_KEY_SECRET") == {"Ref": "SigningMasterKey"}
+        assert variables.pop("WAKEUP_MASTER_KEY_SECRET") == {
+            "Fn::If": ["MakesMasterKey", {"Ref": "SigningMasterKey"}, {"Ref": "ExistingMasterKeySecretArn"}]
+        }
     assert variables == {"POWERTOOLS_SERVICE_NAME": SERVICE_OF_FUNCTION[logical_id]}
 
 
