@@ -371,7 +371,7 @@ def test_a_sweeper_that_stops_running_is_an_alarm(template: dict[str, Any]) -> N
 def test_the_sweeper_publishes_its_heartbeat_on_every_run_even_with_nothing_rearmed() -> None:
     from unittest.mock import patch
 
-    from wakeup import sweeper
+    from wakeup.logic import sweeper
 
     with patch.object(sweeper.metrics, "add_metric") as add_metric:
         sweeper.publish(sweeper.Sweep(overdue=0, rearmed=0, failed=0))

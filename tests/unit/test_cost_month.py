@@ -72,10 +72,12 @@ def test_log_retention_moves_the_log_storage_line_only() -> None:
 
 def test_alarms_and_dashboards_are_counted_from_the_template() -> None:
     resources = load_template(TEMPLATE).resources.values()
-    alarms = sum(1 for r in resources if r["Type"] == "AWS::CloudWatch::Alarm")
+    # CloudWatch prices an alarm per metric it watches: a metric-math alarm's each metric counts.
+    alarms = [r["Properties"] for r in resources if r["Type"] == "AWS::CloudWatch::Alarm"]
+    alarm_metrics = sum(len([m for m in a.get("Metrics", []) if "MetricStat" in m]) or 1 for a in alarms)
     dashboards = sum(1 for r in resources if r["Type"] == "AWS::CloudWatch::Dashboard")
     assert alarms and dashboards
-    assert month()["alarms"].usd == pytest.approx(alarms * 0.10)
+    assert month()["alarms"].usd == pytest.approx(alarm_metrics * 0.10)
     assert month()["dashboards"].usd == pytest.approx(dashboards * 3.00)
 
 
