@@ -104,10 +104,12 @@ def test_a_failed_call_whose_record_reply_was_lost_arms_its_retry(env: Deployed,
     with serving_host(statuses=[503]) as host:
         trigger = due_wake(env, host.url)
         caller = Caller(Store(env.settings.table, client=proxy.dynamodb()), env.triggers, env.settings)
-        proxy.lose("UpdateItem", times=1)
-        # The claim's reply is lost too here (the first UpdateItem); the record's is next.
-        proxy.lose("UpdateItem", times=1)
+        # The claim's reply is lost too here (the first UpdateItem); botocore's retry of it passes,
+        # and the record's (the third) is lost.
+        proxy.lose("UpdateItem")
+        proxy.lose("UpdateItem", after=1)
         delivery = caller.deliver(trigger, Source.QUEUE)
+    assert proxy.lost == ["UpdateItem", "UpdateItem"] and proxy.seen.count("UpdateItem") == 4
     assert delivery.result is Result.FAILED
     assert delivery.recorded and delivery.retry_armed
     assert [sent for sent, _ in env.triggers.sent] == [Trigger(trigger.instance_id, trigger.reg, 1)]
