@@ -3,6 +3,8 @@ and a client of the stack's HTTP API.
 
 - `stack` (session): the stack of `template.yaml`, exact schedules, short call timeout and lease.
 - `make_stack(**env)`: another stack with other settings, stopped after the test.
+- `module_stack(**env)`: the same, shared by the tests of a module (one stack per set of settings),
+  stopped after the module: for tests that each use accounts and instances of their own.
 - `host`: a scriptable HTTP host recording the calls it receives.
 - `api`: the session stack's HTTP API with its first account's token.
 
@@ -78,6 +80,23 @@ def make_stack(tmp_path: Path) -> Iterator[MakeStack]:
 
     yield make
     for started in made:
+        started.stop()
+
+
+@pytest.fixture(scope="module")
+def module_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MakeStack]:
+    """Starts a stack with the session stack's settings updated by `env`, or returns the module's
+    stack started with those settings already."""
+    made: dict[frozenset[tuple[str, str]], StackProcess] = {}
+
+    def make(**env: str) -> StackProcess:
+        key = frozenset(env.items())
+        if key not in made:
+            made[key] = _start_stack(tmp_path_factory.mktemp("stack"), "module-stack", {**STACK_SETTINGS, **env})
+        return made[key]
+
+    yield make
+    for started in made.values():
         started.stop()
 
 
