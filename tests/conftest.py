@@ -114,6 +114,21 @@ def api(stack: StackProcess) -> Iterator[Api]:
     client.close()
 
 
+# --- CPU-heavy tests in a phase of their own ---------------------------------------------------------
+
+# The simulations keep a core busy for seconds at a time: `make pytest` runs them after the others
+# (`-m cpu_heavy`), never beside a test that times a stack. (pytest-xdist's loadgroup would put them on
+# one worker, but with pytest 9.2 it silently stops grouping: pytest-dev/pytest-xdist#1386.)
+# Only under tests/unit, which that phase collects.
+CPU_HEAVY = ("test_simulation", "test_cost_floor", "test_fault")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.parent == ROOT / "tests" / "unit" and item.path.name.startswith(CPU_HEAVY):
+            item.add_marker(pytest.mark.cpu_heavy)
+
+
 # --- the stacks' logs in the report of a failed test ------------------------------------------------
 
 
