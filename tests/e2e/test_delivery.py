@@ -21,8 +21,10 @@ from wakeup_local.template import load_template
 # How late a call may be (DESIGN section 3), and how long to watch for a call that must not come.
 ON_TIME_S = 1.0
 QUIET_S = 3.0
-# The tolerance a loaded two-core machine keeps for the last of a hundred wakes at one second.
-LOADED_BURST_P99_S = 4 * ON_TIME_S
+# The tolerance for the last of a hundred wakes at one second, by the service's own clock.
+BURST_P99_S = 2 * ON_TIME_S
+# How far ahead a burst's wakes are due: registering them all, on a loaded machine, comes first.
+BURST_LEAD_S = 10
 # How long the caller's event source gathers a batch (template.yaml's CallerBatchingWindowSeconds,
 # at its default): a message due at once waits it out, one that comes ahead of its time does not.
 TEMPLATE = load_template(Path(__file__).parents[2] / "template.yaml")
@@ -215,26 +217,36 @@ def test_a_hundred_wakes_due_at_one_second_are_each_called_once_on_time(
     instances = unbounded_instances
     # given 100 instances on one host, each with a path of its own
     warm_caller(instances, EVERY_CALLER_ENVIRONMENT)
-    tokens = {f"/i{n}/wake": instances.new(host.url_for(f"i{n}"))[1] for n in range(100)}
-    at = iso(time.time() + 6)
+    made = {f"/i{n}/wake": instances.new(host.url_for(f"i{n}")) for n in range(100)}
+    # (due as far ahead as the warm-up's burst: registering 100 has taken over 6 s on a loaded machine)
+    at = iso(time.time() + BURST_LEAD_S)
     with ThreadPoolExecutor(max_workers=10) as pool:
-        replies = list(pool.map(lambda token: instances.api.wake(token, at), tokens.values()))
+        replies = list(pool.map(lambda made_one: instances.api.wake(made_one[1], at), made.values()))
     assert {reply.status_code for reply in replies} == {204}
     assert time.time() < as_registered(at), "registering took too long for the test to mean anything"
     # when
-    calls = host.wait_for_calls(100, timeout=20)
-    # then
-    assert sorted(call.path for call in calls) == sorted(tokens)
-    lateness = sorted(call.wall - as_registered(at) for call in calls)
+    calls = host.wait_for_calls(100, timeout=30)
+    # then each is called once, never early
+    assert sorted(call.path for call in calls) == sorted(made)
+    assert min(call.wall for call in calls) >= as_registered(at)
+
+    # and on time by the service's own clock: the lateness each call's history keeps, taken as the
+    # call starts (the host here, a thread of the busy test process, stamps a call later than that)
+    def lateness_of(instance_id: str) -> float:
+        [attempt] = instances.api.get(f"/wakeup/instances/{instance_id}/attempts").json()["attempts"]
+        return float(attempt["latenessMs"]) / 1000
+
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        lateness = sorted(pool.map(lateness_of, [instance_id for instance_id, _ in made.values()]))
     p50 = statistics.median(lateness)
     p99 = lateness[98]
     print(f"\n100 wakes at one second: lateness p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms")
     assert lateness[0] >= 0
     # The median wake keeps the one-second goal; the last few of a hundred calls made at one
-    # instant by ten caller environments and moto sharing this machine's two cores (with the other
-    # test worker's load beside them) get up to four times that. `make bench` measures the spread.
+    # instant by ten caller environments and moto sharing this machine's two cores get up to twice
+    # that (p99 108 ms here at a load average of 9). `make bench` measures the spread.
     assert p50 <= ON_TIME_S
-    assert p99 <= LOADED_BURST_P99_S
+    assert p99 <= BURST_P99_S
     host.assert_no_calls_beyond(100, during=QUIET_S)
 
 
