@@ -3,7 +3,7 @@ and a client of the stack's HTTP API.
 
 - `stack` (session): the stack of `template.yaml`, exact schedules, short call timeout and lease.
 - `make_stack(**env)`: another stack with other settings, stopped after the test.
-- `module_stack(**env)`: the same, shared by the tests of a module (one stack per set of settings),
+- `make_module_stack(**env)`: the same, shared by the tests of a module (one stack per set of settings),
   stopped after the module: for tests that each use accounts and instances of their own.
 - `host`: a scriptable HTTP host recording the calls it receives.
 - `api`: the session stack's HTTP API with its first account's token.
@@ -84,7 +84,7 @@ def make_stack(tmp_path: Path) -> Iterator[MakeStack]:
 
 
 @pytest.fixture(scope="module")
-def module_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MakeStack]:
+def make_module_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MakeStack]:
     """Starts a stack with the session stack's settings updated by `env`, or returns the module's
     stack started with those settings already."""
     made: dict[frozenset[tuple[str, str]], StackProcess] = {}

@@ -27,8 +27,8 @@ PATIENT_S = 120.0
 
 
 @pytest.fixture(scope="module")
-def limited_stack(module_stack: MakeStack) -> StackProcess:
-    return module_stack(**LIMITS)
+def limited_stack(make_module_stack: MakeStack) -> StackProcess:
+    return make_module_stack(**LIMITS)
 
 
 def limit_reached(limit: int) -> dict[str, str]:

@@ -7,6 +7,7 @@ import math
 import random
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,15 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from botocore.exceptions import ClientError
-from localstack_helpers import StartStack, handler_records, wait_until, warm_up
+from localstack_helpers import (
+    FIXTURE_TEMPLATE,
+    RECORDS_ENV,
+    StartStack,
+    fake_minter,
+    handler_records,
+    wait_until,
+    warm_up,
+)
 
 from wakeup_local.environment_pool import EnvironmentPool
 from wakeup_local.functions import Functions, FunctionSpec, LocalFunction
@@ -97,6 +106,23 @@ def planned(caplog: pytest.LogCaptureFixture, name: str) -> float:
     return moments[-1]
 
 
+@pytest.fixture(scope="module")
+def exact_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """One stack firing exactly on time, for the tests that each schedule under names of their own."""
+    records = tmp_path_factory.mktemp("records")
+    with (
+        (records / "functions.log").open("w") as log,
+        LocalStack(
+            FIXTURE_TEMPLATE,
+            account_minter=fake_minter,
+            stack_name=f"x-{uuid.uuid4().hex[:8]}",
+            env={RECORDS_ENV: str(records), **EXACT},
+            function_log=log,
+        ) as stack,
+    ):
+        yield stack
+
+
 def exists(stack: LocalStack, name: str) -> bool:
     try:
         stack.clients.scheduler.get_schedule(GroupName=stack.resources.schedule_groups["ScheduleGroup"], Name=name)
@@ -107,10 +133,10 @@ def exists(stack: LocalStack, name: str) -> bool:
 
 
 def test_with_the_flag_a_schedule_fires_exactly_on_time_and_is_deleted_after(
-    start_stack: StartStack, caplog: pytest.LogCaptureFixture
+    exact_stack: LocalStack, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="wakeup_local.scheduler")
-    stack = start_stack(env=EXACT)
+    stack = exact_stack
     warm_up(stack, "TargetFunction", 1, WARM_UP)
     when = whole_second(2)
     name = schedule(stack, "exact", when)
@@ -145,10 +171,10 @@ def test_the_moment_is_drawn_anywhere_within_the_minute_or_exactly_with_the_flag
 
 
 def test_an_updated_schedule_fires_at_its_new_time_with_its_new_input(
-    start_stack: StartStack, caplog: pytest.LogCaptureFixture
+    exact_stack: LocalStack, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="wakeup_local.scheduler")
-    stack = start_stack(env=EXACT)
+    stack = exact_stack
     warm_up(stack, "TargetFunction", 1, WARM_UP)
     first, later = whole_second(2), whole_second(4)
     name = schedule(stack, "first", first)
@@ -160,33 +186,33 @@ def test_an_updated_schedule_fires_at_its_new_time_with_its_new_input(
     wait_until(lambda: not exists(stack, name), message="the updated schedule deleted after completion")
 
 
-def test_a_schedule_deleted_or_disabled_before_its_time_never_fires(start_stack: StartStack) -> None:
-    stack = start_stack(env=EXACT)
+def test_a_schedule_deleted_or_disabled_before_its_time_never_fires(exact_stack: LocalStack) -> None:
+    stack = exact_stack
     when = whole_second(2)
     deleted = schedule(stack, "deleted", when)
     schedule(stack, "disabled", when, State="DISABLED")
     stack.clients.scheduler.delete_schedule(GroupName=stack.resources.schedule_groups["ScheduleGroup"], Name=deleted)
     # Schedules fire in time order: once a later one has fired, the earlier ones would have.
-    schedule(stack, "sentinel", whole_second(3))
-    wait_fired(stack, "sentinel")
+    schedule(stack, "sentinel-deleted", whole_second(3))
+    wait_fired(stack, "sentinel-deleted")
     assert fired(stack, "deleted") == [] and fired(stack, "disabled") == []
 
 
-def test_a_schedule_without_delete_after_completion_fires_once_and_stays(start_stack: StartStack) -> None:
-    stack = start_stack(env=EXACT)
+def test_a_schedule_without_delete_after_completion_fires_once_and_stays(exact_stack: LocalStack) -> None:
+    stack = exact_stack
     name = schedule(stack, "kept", whole_second(2), ActionAfterCompletion="NONE")
     wait_fired(stack, "kept")
-    schedule(stack, "sentinel", whole_second(1.5))
-    wait_fired(stack, "sentinel")
+    schedule(stack, "sentinel-kept", whole_second(1.5))
+    wait_fired(stack, "sentinel-kept")
     assert len(fired(stack, "kept")) == 1
     assert exists(stack, name)
 
 
 def test_the_expression_is_read_in_the_schedules_time_zone(
-    start_stack: StartStack, caplog: pytest.LogCaptureFixture
+    exact_stack: LocalStack, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="wakeup_local.scheduler")
-    stack = start_stack(env=EXACT)
+    stack = exact_stack
     warm_up(stack, "TargetFunction", 1, WARM_UP)
     when = whole_second(2)
     name = schedule(stack, "new-york", when, ScheduleExpressionTimezone="America/New_York")
@@ -196,9 +222,9 @@ def test_the_expression_is_read_in_the_schedules_time_zone(
 
 
 def test_a_schedule_in_the_past_fires_at_once_with_a_warning(
-    start_stack: StartStack, caplog: pytest.LogCaptureFixture
+    exact_stack: LocalStack, caplog: pytest.LogCaptureFixture
 ) -> None:
-    stack = start_stack(env=EXACT)
+    stack = exact_stack
     caplog.set_level(logging.WARNING, logger="wakeup_local.scheduler")
     schedule(stack, "past", datetime.fromtimestamp(math.floor(time.time()) - 30, UTC))
     wait_fired(stack, "past", timeout=2)
