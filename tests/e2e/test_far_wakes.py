@@ -33,9 +33,10 @@ def instances(api: Api) -> Iterator[Instances]:
     made.remove_all()
 
 
-@pytest.fixture
-def fast_stack(make_stack: MakeStack) -> StackProcess:
-    return make_stack(**FAST_SCHEDULES)
+@pytest.fixture(scope="module")
+def fast_stack(make_module_stack: MakeStack) -> StackProcess:
+    """A stack whose horizon is 5 s and lead 2 s, shared by the module's tests of far wakes."""
+    return make_module_stack(**FAST_SCHEDULES)
 
 
 @pytest.fixture
