@@ -234,14 +234,16 @@ def test_a_schedule_in_the_past_fires_at_once_with_a_warning(
 def test_the_templates_recurring_schedule_runs_every_sweep_period(start_stack: StartStack) -> None:
     stack = start_stack(env={"WAKEUP_LOCAL_SWEEP_S": "0.3"})
     runs = wait_until(
-        lambda: fired_sweeps(stack)[1:4] if len(fired_sweeps(stack)) >= 4 else None,
-        timeout=5,
-        message="four sweeps",
+        lambda: fired_sweeps(stack)[1:5] if len(fired_sweeps(stack)) >= 5 else None,
+        timeout=10,
+        message="five sweeps",
     )
-    gaps = [later["at"] - earlier["at"] for earlier, later in zip(runs, runs[1:], strict=False)]
-    # Each run is stamped when its handler starts, a moment after it was due: gaps jitter around the
-    # period. (The first run's stamp comes after its environment's cold start: left out.)
-    assert all(0.2 <= gap < 0.9 for gap in gaps), gaps
+    # Each run is stamped when its handler starts, a moment after it was due: one gap can stretch
+    # or shrink by what a loaded machine delays a start, their sum far less. Three periods of 0.3 s,
+    # then, not the template's minute nor runs back to back. (The first run's stamp comes after its
+    # environment's cold start: left out.)
+    span = runs[-1]["at"] - runs[0]["at"]
+    assert 0.45 <= span < 3.0, [run["at"] for run in runs]
 
 
 def fired_sweeps(stack: LocalStack) -> list[dict[str, Any]]:
