@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 from lost_reply import LostReplyProxy
-from moto_env import Deployed, deployed, serving_host
+from moto_env import Deployed, serving_host
 
 from wakeup.delivery import Caller, Result, Source
 from wakeup.model import Trigger
@@ -21,9 +21,9 @@ from wakeup.times import epoch_ms, now
 
 
 @pytest.fixture
-def env(endpoint: str) -> Iterator[Deployed]:
-    with deployed(endpoint) as made:
-        yield made
+def env(module_env: Deployed) -> Deployed:
+    """The module's resources: each test works with accounts and instances of its own."""
+    return module_env
 
 
 @pytest.fixture
