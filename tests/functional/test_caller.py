@@ -35,11 +35,10 @@ pytestmark = pytest.mark.usefixtures("metrics_namespace")
 
 
 @pytest.fixture
-def env(endpoint: str) -> Iterator[Deployed]:
-    """Resources of the test's own (not the module's): what one test queues or leaves overdue
-    must not reach another."""
-    with deployed(endpoint) as env:
-        yield env
+def env(own_queue_env: Deployed) -> Deployed:
+    """The module's table, schedule group and secret, and a caller queue of the test's own: what one
+    test queues must not reach another (each test's instances are its own)."""
+    return own_queue_env
 
 
 @pytest.fixture
