@@ -29,8 +29,11 @@ lint: $(STAMP)
 	$(BIN)/mypy layers/wakeup/wakeup local/wakeup_local admin/wakeup_admin sim/wakeup_sim client/wakeup_client functions apidoc
 	$(BIN)/cfn-lint template.yaml
 
+# The CPU-heavy simulations (marked in tests/conftest.py) in a phase of their own, after the tests
+# that time a stack, so that they never take a core from one.
 pytest: $(STAMP)
-	$(BIN)/pytest -n 2
+	$(BIN)/pytest -n 2 -m "not cpu_heavy"
+	$(BIN)/pytest -n 2 -m cpu_heavy tests/unit
 
 # docs/openapi.json from the code (tests/functional/test_openapi.py fails when it drifts).
 openapi: $(STAMP)

@@ -3,6 +3,8 @@ and a client of the stack's HTTP API.
 
 - `stack` (session): the stack of `template.yaml`, exact schedules, short call timeout and lease.
 - `make_stack(**env)`: another stack with other settings, stopped after the test.
+- `make_module_stack(**env)`: the same, shared by the tests of a module (one stack per set of settings),
+  stopped after the module: for tests that each use accounts and instances of their own.
 - `host`: a scriptable HTTP host recording the calls it receives.
 - `api`: the session stack's HTTP API with its first account's token.
 
@@ -81,6 +83,23 @@ def make_stack(tmp_path: Path) -> Iterator[MakeStack]:
         started.stop()
 
 
+@pytest.fixture(scope="module")
+def make_module_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MakeStack]:
+    """Starts a stack with the session stack's settings updated by `env`, or returns the module's
+    stack started with those settings already."""
+    made: dict[frozenset[tuple[str, str]], StackProcess] = {}
+
+    def make(**env: str) -> StackProcess:
+        key = frozenset(env.items())
+        if key not in made:
+            made[key] = _start_stack(tmp_path_factory.mktemp("stack"), "module-stack", {**STACK_SETTINGS, **env})
+        return made[key]
+
+    yield make
+    for started in made.values():
+        started.stop()
+
+
 @pytest.fixture
 def host() -> Iterator[WakeHost]:
     started = WakeHost()
@@ -93,6 +112,21 @@ def api(stack: StackProcess) -> Iterator[Api]:
     client = Api(stack.url, stack.account_token)
     yield client
     client.close()
+
+
+# --- CPU-heavy tests in a phase of their own ---------------------------------------------------------
+
+# The simulations keep a core busy for seconds at a time: `make pytest` runs them after the others
+# (`-m cpu_heavy`), never beside a test that times a stack. (pytest-xdist's loadgroup would put them on
+# one worker, but with pytest 9.2 it silently stops grouping: pytest-dev/pytest-xdist#1386.)
+# Only under tests/unit, which that phase collects.
+CPU_HEAVY = ("test_simulation", "test_cost_floor", "test_fault")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.parent == ROOT / "tests" / "unit" and item.path.name.startswith(CPU_HEAVY):
+            item.add_marker(pytest.mark.cpu_heavy)
 
 
 # --- the stacks' logs in the report of a failed test ------------------------------------------------

@@ -3,7 +3,8 @@
 On Lambda an execution environment serves one invocation at a time; the local stack runs each in a
 process of its own too. When it ran every function in threads of one process, concurrent requests
 shared the Powertools resolver's current event, and 815 of 1,000 registrations from 16 threads got
-another request's reply (200 instead of 201) and were never stored.
+another request's reply (200 instead of 201) and were never stored. 200 instances (600 requests)
+are enough to show it: with one environment handed concurrent invocations, this test fails.
 """
 
 from collections.abc import Callable, Iterator
@@ -18,7 +19,7 @@ from support.stack_process import MakeStack, StackProcess
 from wakeup.tokens import TokenKind, mint
 
 CLIENTS = 16
-INSTANCES = 1000
+INSTANCES = 200
 # Far enough ahead that no wake comes due during the test.
 FIRST_AT = datetime(2031, 1, 1, tzinfo=UTC)
 
@@ -27,10 +28,10 @@ T = TypeVar("T")
 
 @pytest.fixture
 def own_stack(make_stack: MakeStack) -> Iterator[StackProcess]:
-    """A stack of its own: a thousand instances and their schedules would weigh on the session's.
+    """A stack of its own: two hundred instances and their schedules would weigh on the session's.
 
     With the template's own route throttle (10,000 a second, a burst of 5,000: the account's quota,
-    so that hosts stopping together can register together), which a thousand clients at once pass.
+    so that hosts stopping together can register together), which these clients at once pass.
     """
     yield make_stack()
 
@@ -59,12 +60,12 @@ def at_of(n: int) -> str:
 
 
 @pytest.mark.timeout(600)
-def test_a_thousand_clients_at_once_each_get_their_own_reply(own_stack: StackProcess) -> None:
+def test_many_clients_at_once_each_get_their_own_reply(own_stack: StackProcess) -> None:
     account = own_stack.mint_account("crowd")
     tokens = [mint(TokenKind.INSTANCE) for _ in range(INSTANCES)]
     urls = [f"http://127.0.0.1:9/host-{n}" for n in range(INSTANCES)]
 
-    # when 16 clients register 1,000 new instances
+    # when 16 clients register 200 new instances
     def register(api: Api, n: int) -> tuple[int, str]:
         reply = api.register(urls[n], tokens[n])
         return reply.status_code, reply.json().get("id", reply.text)

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from wakes_support import EVERY_CALLER_ENVIRONMENT, Instances, StackAws, as_registered, iso, warm_caller
+from wakes_support import EVERY_CALLER_ENVIRONMENT, Instances, StackAws, StackLog, as_registered, iso, warm_caller
 
 from support.api import Api
 from support.host import WakeHost, closed_port_url, hang, redirect
@@ -21,8 +21,10 @@ from wakeup_local.template import load_template
 # How late a call may be (DESIGN section 3), and how long to watch for a call that must not come.
 ON_TIME_S = 1.0
 QUIET_S = 3.0
-# The tolerance a loaded two-core machine keeps for the last of a hundred wakes at one second.
-LOADED_BURST_P99_S = 4 * ON_TIME_S
+# The tolerance for the last of a hundred wakes at one second, by the service's own clock.
+BURST_P99_S = 2 * ON_TIME_S
+# How far ahead a burst's wakes are due: registering them all, on a loaded machine, comes first.
+BURST_LEAD_S = 10
 # How long the caller's event source gathers a batch (template.yaml's CallerBatchingWindowSeconds,
 # at its default): a message due at once waits it out, one that comes ahead of its time does not.
 TEMPLATE = load_template(Path(__file__).parents[2] / "template.yaml")
@@ -142,43 +144,57 @@ def test_only_the_newest_of_replaced_wakes_is_called_once(instances: Instances, 
     host.assert_no_calls_beyond(1, during=QUIET_S)
 
 
-def test_a_wake_replaced_by_one_days_away_is_not_called(instances: Instances, host: WakeHost) -> None:
-    _, token = instances.new(host.url)
+def test_a_wake_replaced_by_one_days_away_is_not_called(
+    instances: Instances, host: WakeHost, stack: StackProcess
+) -> None:
+    log = StackLog(stack)
+    instance_id, token = instances.new(host.url)
     instances.wake(token, iso(time.time() + 4))
     instances.wake(token, iso(time.time() + 3 * 86400))
 
-    host.assert_no_calls_beyond(0, during=4 + QUIET_S)
+    log.wait_for("stale trigger dropped", instance_id)  # the near wake's one trigger, handled
+    assert host.calls == []
 
 
-def test_a_deleted_instance_is_not_called(instances: Instances, host: WakeHost, api: Api) -> None:
+def test_a_deleted_instance_is_not_called(instances: Instances, host: WakeHost, api: Api, stack: StackProcess) -> None:
+    log = StackLog(stack)
     instance_id, token = instances.new(host.url)
     instances.wake(token, iso(time.time() + 4))
 
     assert api.delete(f"/wakeup/instances/{instance_id}").status_code == 204
 
-    host.assert_no_calls_beyond(0, during=4 + QUIET_S)
+    log.wait_for("stale trigger dropped", instance_id)  # the wake's one trigger, handled
+    assert host.calls == []
 
 
-def test_a_moved_instance_is_called_at_neither_url(instances: Instances, host: WakeHost, api: Api) -> None:
+def test_a_moved_instance_is_called_at_neither_url(
+    instances: Instances, host: WakeHost, api: Api, stack: StackProcess
+) -> None:
+    log = StackLog(stack)
     instance_id, token = instances.new(host.url_for("old"))
     instances.wake(token, iso(time.time() + 4))
 
     moved = api.register(host.url_for("new"), token)
 
     assert moved.status_code == 200 and moved.json() == {"id": instance_id}
-    host.assert_no_calls_beyond(0, during=4 + QUIET_S)
+    log.wait_for("stale trigger dropped", instance_id)  # the wake's one trigger, handled
+    assert host.calls == []
     assert instances.get(instance_id)["at"] is None
 
 
 def test_twenty_concurrent_wakes_make_one_call_at_the_time_finally_held(instances: Instances, host: WakeHost) -> None:
-    # given 20 requests racing with times a few seconds ahead
+    # given 20 requests racing with times seconds ahead: far enough that they have all been
+    # answered before the first time's message comes (up to two seconds early) and is claimed, as
+    # a registration replaced after its claim may still be called once (DESIGN section 1); on a
+    # loaded machine 20 at once took over two seconds
     warm_caller(instances, EVERY_CALLER_ENVIRONMENT)
     instance_id, token = instances.new(host.url)
-    base = time.time() + 4
+    base = time.time() + BURST_LEAD_S
     times = [iso(base + n * 0.1) for n in range(20)]
     with ThreadPoolExecutor(max_workers=20) as pool:
         replies = list(pool.map(lambda at: instances.api.wake(token, at), times))
     assert {reply.status_code for reply in replies} == {204}
+    assert time.time() < base - 2, "registering took too long for the test to mean anything"
     held = instances.get(instance_id)["at"]
     # when / then
     [call] = host.wait_for_calls(1, timeout=10)
@@ -205,26 +221,36 @@ def test_a_hundred_wakes_due_at_one_second_are_each_called_once_on_time(
     instances = unbounded_instances
     # given 100 instances on one host, each with a path of its own
     warm_caller(instances, EVERY_CALLER_ENVIRONMENT)
-    tokens = {f"/i{n}/wake": instances.new(host.url_for(f"i{n}"))[1] for n in range(100)}
-    at = iso(time.time() + 6)
+    made = {f"/i{n}/wake": instances.new(host.url_for(f"i{n}")) for n in range(100)}
+    # (due as far ahead as the warm-up's burst: registering 100 has taken over 6 s on a loaded machine)
+    at = iso(time.time() + BURST_LEAD_S)
     with ThreadPoolExecutor(max_workers=10) as pool:
-        replies = list(pool.map(lambda token: instances.api.wake(token, at), tokens.values()))
+        replies = list(pool.map(lambda made_one: instances.api.wake(made_one[1], at), made.values()))
     assert {reply.status_code for reply in replies} == {204}
     assert time.time() < as_registered(at), "registering took too long for the test to mean anything"
     # when
-    calls = host.wait_for_calls(100, timeout=20)
-    # then
-    assert sorted(call.path for call in calls) == sorted(tokens)
-    lateness = sorted(call.wall - as_registered(at) for call in calls)
+    calls = host.wait_for_calls(100, timeout=30)
+    # then each is called once, never early
+    assert sorted(call.path for call in calls) == sorted(made)
+    assert min(call.wall for call in calls) >= as_registered(at)
+
+    # and on time by the service's own clock: the lateness each call's history keeps, taken as the
+    # call starts (the host here, a thread of the busy test process, stamps a call later than that)
+    def lateness_of(instance_id: str) -> float:
+        [attempt] = instances.api.get(f"/wakeup/instances/{instance_id}/attempts").json()["attempts"]
+        return float(attempt["latenessMs"]) / 1000
+
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        lateness = sorted(pool.map(lateness_of, [instance_id for instance_id, _ in made.values()]))
     p50 = statistics.median(lateness)
     p99 = lateness[98]
     print(f"\n100 wakes at one second: lateness p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms")
     assert lateness[0] >= 0
     # The median wake keeps the one-second goal; the last few of a hundred calls made at one
-    # instant by ten caller environments and moto sharing this machine's two cores (with the other
-    # test worker's load beside them) get up to four times that. `make bench` measures the spread.
+    # instant by ten caller environments and moto sharing this machine's two cores get up to twice
+    # that (p99 108 ms here at a load average of 9). `make bench` measures the spread.
     assert p50 <= ON_TIME_S
-    assert p99 <= LOADED_BURST_P99_S
+    assert p99 <= BURST_P99_S
     host.assert_no_calls_beyond(100, during=QUIET_S)
 
 
@@ -258,21 +284,25 @@ def test_a_caller_that_dies_mid_call_is_replaced_after_its_lease_never_sooner(
 
 def test_a_message_delivered_twice_calls_once(instances: Instances, host: WakeHost, stack: StackProcess) -> None:
     # given a wake 3 s ahead, and two more copies of its message arriving with it
+    log = StackLog(stack)
     instance_id, token = instances.new(host.url)
     instances.wake(token, iso(time.time() + 3))
     aws = StackAws(stack)
     body, queue_url = aws.trigger_body(instance_id), aws.caller_queue_url()
     for _ in range(2):
         aws.sqs.send_message(QueueUrl=queue_url, MessageBody=body, DelaySeconds=2)
-    # then one call, and none when the copies that found the claim held come back after the lease
+    # then one call, and none when the copies that found the claim held come back after the lease:
+    # each of the three messages is handled, one by the call and two dropped once it is recorded
     host.wait_for_calls(1, timeout=10)
-    host.assert_no_calls_beyond(1, during=4 + QUIET_S)
+    log.wait_for("stale trigger dropped", instance_id, count=2)
+    assert len(host.calls) == 1
 
 
 def test_calls_of_concurrent_deliveries_never_overlap(
     instances: Instances, host: WakeHost, stack: StackProcess
 ) -> None:
     # given a slow host and five copies of the trigger arriving at once
+    log = StackLog(stack)
     host.script(hang(1.5))
     instance_id, token = instances.new(host.url)
     instances.wake(token, iso(time.time() + 3))
@@ -283,6 +313,8 @@ def test_calls_of_concurrent_deliveries_never_overlap(
         thread.start()
     for thread in threads:
         thread.join()
-    # then the one call in flight is the only one
+    # then the one call in flight is the only one: the five other messages are dropped once the
+    # call is recorded
     host.wait_for_calls(1, timeout=10)
-    host.assert_no_calls_beyond(1, during=4 + QUIET_S)
+    log.wait_for("stale trigger dropped", instance_id, count=5)
+    assert len(host.calls) == 1

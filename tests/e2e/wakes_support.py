@@ -93,6 +93,29 @@ def warm_caller(instances: Instances, wakes: int) -> None:
         host.wait_for_calls(wakes, timeout=60)
 
 
+class StackLog:
+    """What the stack's functions log from now on: a test waits for the caller to have handled each
+    trigger of an instance, which proves that no call can follow, instead of watching for seconds."""
+
+    def __init__(self, stack: StackProcess) -> None:
+        self.path = stack.log_path
+        self.start = self.path.stat().st_size
+
+    def count(self, message: str, instance_id: str) -> int:
+        with self.path.open("rb") as log:
+            log.seek(self.start)
+            lines = log.read().decode("utf-8", errors="replace").splitlines()
+        return sum(1 for line in lines if f'"message":"{message}"' in line and instance_id in line)
+
+    def wait_for(self, message: str, instance_id: str, count: int = 1) -> None:
+        wait_until(
+            lambda: self.count(message, instance_id) >= count,
+            timeout=20,
+            interval=0.05,
+            message=f"{count} x {message!r} for {instance_id}",
+        )
+
+
 class StackAws:
     """The stack's moto, as AWS clients see it."""
 

@@ -5,14 +5,20 @@
 - `resources` (module): the template's table, queues and schedule group in it, one set for the
   module, for tests that each work with accounts and instances of their own.
 - `env`: those resources in the environment the function reads them from (as on AWS), read afresh.
+- `module_env`: those resources with a recorder of the test's own triggers, for the tests of the
+  service's objects that each work with accounts and instances of their own and read no queue.
+- `own_queue_env`: the same with a caller queue of the test's own, for tests that read what was
+  queued (the caller's).
   The caller's and sweeper's tests, which need a table of their own per test, define their own.
 - `metrics_namespace`: the namespace the template gives the functions' metrics.
 """
 
+import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
-from moto_env import Deployed, deployed, moto_endpoint
+from moto_env import Deployed, RecordingTriggers, deployed, moto_endpoint
 
 from wakeup import factories
 from wakeup.observability import metrics
@@ -28,6 +34,20 @@ def endpoint() -> Iterator[str]:
 def resources(endpoint: str) -> Iterator[Deployed]:
     with deployed(endpoint) as made:
         yield made
+
+
+@pytest.fixture
+def module_env(resources: Deployed) -> Deployed:
+    return replace(resources, triggers=RecordingTriggers(resources.settings, resources.clients))
+
+
+@pytest.fixture
+def own_queue_env(resources: Deployed) -> Iterator[Deployed]:
+    sqs = resources.clients.sqs
+    url = sqs.create_queue(QueueName=f"caller-{uuid.uuid4().hex[:16]}")["QueueUrl"]
+    settings = resources.settings.model_copy(update={"queue_url": url})
+    yield replace(resources, settings=settings, triggers=RecordingTriggers(settings, resources.clients))
+    sqs.delete_queue(QueueUrl=url)
 
 
 @pytest.fixture

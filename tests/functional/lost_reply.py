@@ -4,7 +4,8 @@ timeout strikes after the write. botocore then retries the same request for real
 
     with LostReplyProxy(endpoint) as proxy:
         proxy.lose("UpdateItem")             # the next UpdateItem's reply is lost
-        store = Store(table, client=proxy.dynamodb())
+        proxy.lose("UpdateItem", after=1)    # and the one after the next that passes
+        store = DynamoStore(table, client=proxy.dynamodb())
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from wakeup import aws
 class LostReplyProxy:
     def __init__(self, upstream: str) -> None:
         self.upstream = urlsplit(upstream)
-        self._to_lose: list[str] = []
+        self._to_lose: set[tuple[str, int]] = set()  # (operation, its n-th request since the start)
         self.seen: list[str] = []  # each request's DynamoDB operation, in order
         self.lost: list[str] = []
         self._lock = threading.Lock()
@@ -59,10 +60,13 @@ class LostReplyProxy:
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
-    def lose(self, operation: str, times: int = 1) -> None:
-        """The replies of the next `times` requests of `operation` are lost (after they are applied)."""
+    def lose(self, operation: str, times: int = 1, *, after: int = 0) -> None:
+        """The replies of `times` requests of `operation` are lost (after they are applied): the next
+        ones after those already to be lost and after `after` more that pass (a botocore retry)."""
         with self._lock:
-            self._to_lose += [operation] * times
+            planned = [n for op, n in self._to_lose if op == operation]
+            start = max([self.seen.count(operation), *planned]) + after
+            self._to_lose.update((operation, start + k) for k in range(1, times + 1))
 
     def dynamodb(self) -> Any:
         """A DynamoDB client through the proxy, configured as the functions' clients are (retries too)."""
@@ -71,8 +75,8 @@ class LostReplyProxy:
     def _should_lose(self, operation: str) -> bool:
         with self._lock:
             self.seen.append(operation)
-            if operation in self._to_lose:
-                self._to_lose.remove(operation)
+            if (operation, self.seen.count(operation)) in self._to_lose:
+                self._to_lose.remove((operation, self.seen.count(operation)))
                 self.lost.append(operation)
                 return True
             return False

@@ -253,13 +253,35 @@ class Call:
 @dataclass
 class Host:
     """A host on loopback answering `/wake` with the statuses given in turn (then 200), after
-    `delay_s`, and recording each call."""
+    `delay_s`, and recording each call. With `gather`, each call is held until that many are in
+    flight at once (or `delay_s` passes); `most_in_flight` tells how many were at most. With
+    `release`, each call is held until the test sets it (or `delay_s` passes)."""
 
     statuses: list[int] = field(default_factory=list)
     delay_s: float = 0
+    gather: int = 0
+    release: threading.Event | None = None
     calls: list[Call] = field(default_factory=list)
     url: str = ""
+    most_in_flight: int = 0
+    _in_flight: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def hold(self) -> None:
+        """One call's wait: `delay_s`, or until `gather` calls are in flight."""
+        with self._changed:
+            self._in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self._in_flight)
+            self._changed.notify_all()
+            if self.gather:
+                self._changed.wait_for(lambda: self.most_in_flight >= self.gather, timeout=self.delay_s)
+        if self.release is not None:
+            self.release.wait(self.delay_s)
+        elif self.delay_s and not self.gather:
+            time.sleep(self.delay_s)
+        with self._changed:
+            self._in_flight -= 1
 
     def next_status(self) -> int:
         with self._lock:
@@ -281,8 +303,7 @@ def serving_host(**options: Any) -> Iterator[Host]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             host.calls.append(Call(self.path, dict(self.headers.items()), now(), time.monotonic()))
-            if host.delay_s:
-                time.sleep(host.delay_s)
+            host.hold()
             self.send_response(host.next_status())
             self.send_header("Content-Length", "0")
             self.end_headers()

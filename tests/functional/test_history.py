@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import pytest
-from moto_env import Deployed, Host, deployed, serving_host
+from moto_env import Deployed, Host, serving_host
 
 from wakeup.errors import BadRequestError
 from wakeup.logic import instances
@@ -16,9 +16,9 @@ from wakeup.tokens import TokenKind
 
 
 @pytest.fixture
-def env(endpoint: str) -> Iterator[Deployed]:
-    with deployed(endpoint) as env:
-        yield env
+def env(module_env: Deployed) -> Deployed:
+    """The module's resources: each test works with accounts and instances of its own."""
+    return module_env
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 from lost_reply import LostReplyProxy
-from moto_env import Deployed, deployed, serving_host
+from moto_env import Deployed, serving_host
 
 from wakeup.logic.delivery import Caller, Result, Source
 from wakeup.model import Trigger
@@ -21,9 +21,9 @@ from wakeup.times import epoch_ms, now
 
 
 @pytest.fixture
-def env(endpoint: str) -> Iterator[Deployed]:
-    with deployed(endpoint) as made:
-        yield made
+def env(module_env: Deployed) -> Deployed:
+    """The module's resources: each test works with accounts and instances of its own."""
+    return module_env
 
 
 @pytest.fixture
@@ -104,10 +104,12 @@ def test_a_failed_call_whose_record_reply_was_lost_arms_its_retry(env: Deployed,
     with serving_host(statuses=[503]) as host:
         trigger = due_wake(env, host.url)
         caller = Caller(DynamoStore(env.settings.table, client=proxy.dynamodb()), env.triggers, env.settings)
-        proxy.lose("UpdateItem", times=1)
-        # The claim's reply is lost too here (the first UpdateItem); the record's is next.
-        proxy.lose("UpdateItem", times=1)
+        # The claim's reply is lost too here (the first UpdateItem); botocore's retry of it passes,
+        # and the record's (the third) is lost.
+        proxy.lose("UpdateItem")
+        proxy.lose("UpdateItem", after=1)
         delivery = caller.deliver(trigger, Source.QUEUE)
+    assert proxy.lost == ["UpdateItem", "UpdateItem"] and proxy.seen.count("UpdateItem") == 4
     assert delivery.result is Result.FAILED
     assert delivery.recorded and delivery.retry_armed
     assert [sent for sent, _ in env.triggers.sent] == [Trigger(trigger.instance_id, trigger.reg, 1)]

@@ -32,9 +32,9 @@ URL = "https://host.example.com"
 
 
 @pytest.fixture
-def env(endpoint: str) -> Iterator[Deployed]:
-    with deployed(endpoint) as made:
-        yield made
+def env(module_env: Deployed) -> Deployed:
+    """The module's resources: each test works with accounts and instances of its own."""
+    return module_env
 
 
 def new_account(store: DynamoStore) -> str:

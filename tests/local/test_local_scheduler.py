@@ -7,6 +7,7 @@ import math
 import random
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,15 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from botocore.exceptions import ClientError
-from localstack_helpers import StartStack, handler_records, wait_until, warm_up
+from localstack_helpers import (
+    FIXTURE_TEMPLATE,
+    RECORDS_ENV,
+    StartStack,
+    fake_minter,
+    handler_records,
+    wait_until,
+    warm_up,
+)
 
 from wakeup_local.environment_pool import EnvironmentPool
 from wakeup_local.functions import Functions, FunctionSpec, LocalFunction
@@ -23,8 +32,11 @@ from wakeup_local.stack import LocalStack
 from wakeup_local.template import Resolver, Template
 
 EXACT = {"WAKEUP_LOCAL_EXACT_SCHEDULES": "1"}
-# How late a schedule may fire locally (the watcher reads moto every 0.2 s; firing itself is prompt).
-TOLERANCE_S = 0.35
+# How late a schedule's handler may start after the moment the Scheduler planned for it: the watcher
+# reads moto every 0.2 s, and a loaded machine (two test workers and another process on two cores)
+# delays the firing thread and the handler's process. The moment planned is checked exactly, from the
+# Scheduler's own log; a late bound of seconds would still catch a schedule fired at its minute's end.
+TOLERANCE_S = 1.5
 # An event without a marker: it starts the target's environment before a test times a firing (a cold
 # start would delay the handler's stamp by its init).
 WARM_UP = {"warm-up": True}
@@ -83,6 +95,34 @@ def wait_fired(stack: LocalStack, marker: str, timeout: float = 10.0) -> list[di
     return wait_until(lambda: fired(stack, marker), timeout=timeout, message=f"schedule {marker} firing")  # type: ignore[no-any-return]
 
 
+def planned(caplog: pytest.LogCaptureFixture, name: str) -> float:
+    """The moment the Scheduler planned to fire the schedule (its last plan), by its own log."""
+    moments = [
+        datetime.fromisoformat(str(record.args[2])).timestamp()
+        for record in caplog.records
+        if record.msg == "schedule %s/%s fires at %s" and isinstance(record.args, tuple) and record.args[1] == name
+    ]
+    assert moments, f"the Scheduler planned no firing of {name}"
+    return moments[-1]
+
+
+@pytest.fixture(scope="module")
+def exact_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """One stack firing exactly on time, for the tests that each schedule under names of their own."""
+    records = tmp_path_factory.mktemp("records")
+    with (
+        (records / "functions.log").open("w") as log,
+        LocalStack(
+            FIXTURE_TEMPLATE,
+            account_minter=fake_minter,
+            stack_name=f"x-{uuid.uuid4().hex[:8]}",
+            env={RECORDS_ENV: str(records), **EXACT},
+            function_log=log,
+        ) as stack,
+    ):
+        yield stack
+
+
 def exists(stack: LocalStack, name: str) -> bool:
     try:
         stack.clients.scheduler.get_schedule(GroupName=stack.resources.schedule_groups["ScheduleGroup"], Name=name)
@@ -92,25 +132,33 @@ def exists(stack: LocalStack, name: str) -> bool:
     return True
 
 
-def test_with_the_flag_a_schedule_fires_exactly_on_time_and_is_deleted_after(start_stack: StartStack) -> None:
-    stack = start_stack(env=EXACT)
+def test_with_the_flag_a_schedule_fires_exactly_on_time_and_is_deleted_after(
+    exact_stack: LocalStack, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="wakeup_local.scheduler")
+    stack = exact_stack
     warm_up(stack, "TargetFunction", 1, WARM_UP)
     when = whole_second(2)
     name = schedule(stack, "exact", when)
     assert exists(stack, name)
     (event,) = wait_fired(stack, "exact")
+    assert planned(caplog, name) == when.timestamp()
     assert when.timestamp() <= event["at"] < when.timestamp() + TOLERANCE_S
     assert event["function_name"] == f"{stack.stack_name}-target"
     wait_until(lambda: not exists(stack, name), message="the schedule deleted after completion")
 
 
-def test_by_default_a_schedule_fires_at_a_random_moment_within_its_minute(start_stack: StartStack) -> None:
+def test_by_default_a_schedule_fires_at_a_random_moment_within_its_minute(
+    start_stack: StartStack, caplog: pytest.LogCaptureFixture
+) -> None:
     # given a Scheduler whose draw within the minute is 0.05 of it: 3 s after the scheduled time
+    caplog.set_level(logging.INFO, logger="wakeup_local.scheduler")
     stack = start_stack(rng=FixedRandom(0.05))
     warm_up(stack, "TargetFunction", 1, WARM_UP)
     when = whole_second(1)
-    schedule(stack, "default", when)
+    name = schedule(stack, "default", when)
     (event,) = wait_fired(stack, "default")
+    assert planned(caplog, name) == pytest.approx(when.timestamp() + 3, abs=0.001)
     assert when.timestamp() + 3 <= event["at"] < when.timestamp() + 3 + TOLERANCE_S
 
 
@@ -122,53 +170,61 @@ def test_the_moment_is_drawn_anywhere_within_the_minute_or_exactly_with_the_flag
     assert firing_time(1000.0, exact=True, rng=rng) == 1000.0
 
 
-def test_an_updated_schedule_fires_at_its_new_time_with_its_new_input(start_stack: StartStack) -> None:
-    stack = start_stack(env=EXACT)
+def test_an_updated_schedule_fires_at_its_new_time_with_its_new_input(
+    exact_stack: LocalStack, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="wakeup_local.scheduler")
+    stack = exact_stack
     warm_up(stack, "TargetFunction", 1, WARM_UP)
     first, later = whole_second(2), whole_second(4)
     name = schedule(stack, "first", first)
     schedule(stack, "moved", later, update=True, name=name)
     (event,) = wait_fired(stack, "moved")
+    assert planned(caplog, name) == later.timestamp()
     assert later.timestamp() <= event["at"] < later.timestamp() + TOLERANCE_S
     assert fired(stack, "first") == []
     wait_until(lambda: not exists(stack, name), message="the updated schedule deleted after completion")
 
 
-def test_a_schedule_deleted_or_disabled_before_its_time_never_fires(start_stack: StartStack) -> None:
-    stack = start_stack(env=EXACT)
+def test_a_schedule_deleted_or_disabled_before_its_time_never_fires(exact_stack: LocalStack) -> None:
+    stack = exact_stack
     when = whole_second(2)
     deleted = schedule(stack, "deleted", when)
     schedule(stack, "disabled", when, State="DISABLED")
     stack.clients.scheduler.delete_schedule(GroupName=stack.resources.schedule_groups["ScheduleGroup"], Name=deleted)
     # Schedules fire in time order: once a later one has fired, the earlier ones would have.
-    schedule(stack, "sentinel", whole_second(3))
-    wait_fired(stack, "sentinel")
+    schedule(stack, "sentinel-deleted", whole_second(3))
+    wait_fired(stack, "sentinel-deleted")
     assert fired(stack, "deleted") == [] and fired(stack, "disabled") == []
 
 
-def test_a_schedule_without_delete_after_completion_fires_once_and_stays(start_stack: StartStack) -> None:
-    stack = start_stack(env=EXACT)
+def test_a_schedule_without_delete_after_completion_fires_once_and_stays(exact_stack: LocalStack) -> None:
+    stack = exact_stack
     name = schedule(stack, "kept", whole_second(2), ActionAfterCompletion="NONE")
     wait_fired(stack, "kept")
-    schedule(stack, "sentinel", whole_second(1.5))
-    wait_fired(stack, "sentinel")
+    schedule(stack, "sentinel-kept", whole_second(1.5))
+    wait_fired(stack, "sentinel-kept")
     assert len(fired(stack, "kept")) == 1
     assert exists(stack, name)
 
 
-def test_the_expression_is_read_in_the_schedules_time_zone(start_stack: StartStack) -> None:
-    stack = start_stack(env=EXACT)
+def test_the_expression_is_read_in_the_schedules_time_zone(
+    exact_stack: LocalStack, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="wakeup_local.scheduler")
+    stack = exact_stack
     warm_up(stack, "TargetFunction", 1, WARM_UP)
     when = whole_second(2)
-    schedule(stack, "new-york", when, ScheduleExpressionTimezone="America/New_York")
+    name = schedule(stack, "new-york", when, ScheduleExpressionTimezone="America/New_York")
     (event,) = wait_fired(stack, "new-york")
+    assert planned(caplog, name) == when.timestamp()
     assert when.timestamp() <= event["at"] < when.timestamp() + TOLERANCE_S
 
 
 def test_a_schedule_in_the_past_fires_at_once_with_a_warning(
-    start_stack: StartStack, caplog: pytest.LogCaptureFixture
+    exact_stack: LocalStack, caplog: pytest.LogCaptureFixture
 ) -> None:
-    stack = start_stack(env=EXACT)
+    stack = exact_stack
     caplog.set_level(logging.WARNING, logger="wakeup_local.scheduler")
     schedule(stack, "past", datetime.fromtimestamp(math.floor(time.time()) - 30, UTC))
     wait_fired(stack, "past", timeout=2)
@@ -178,14 +234,16 @@ def test_a_schedule_in_the_past_fires_at_once_with_a_warning(
 def test_the_templates_recurring_schedule_runs_every_sweep_period(start_stack: StartStack) -> None:
     stack = start_stack(env={"WAKEUP_LOCAL_SWEEP_S": "0.3"})
     runs = wait_until(
-        lambda: fired_sweeps(stack)[1:4] if len(fired_sweeps(stack)) >= 4 else None,
-        timeout=5,
-        message="four sweeps",
+        lambda: fired_sweeps(stack)[1:5] if len(fired_sweeps(stack)) >= 5 else None,
+        timeout=10,
+        message="five sweeps",
     )
-    gaps = [later["at"] - earlier["at"] for earlier, later in zip(runs, runs[1:], strict=False)]
-    # Each run is stamped when its handler starts, a moment after it was due: gaps jitter around the
-    # period. (The first run's stamp comes after its environment's cold start: left out.)
-    assert all(0.2 <= gap < 0.9 for gap in gaps), gaps
+    # Each run is stamped when its handler starts, a moment after it was due: one gap can stretch
+    # or shrink by what a loaded machine delays a start, their sum far less. Three periods of 0.3 s,
+    # then, not the template's minute nor runs back to back. (The first run's stamp comes after its
+    # environment's cold start: left out.)
+    span = runs[-1]["at"] - runs[0]["at"]
+    assert 0.45 <= span < 3.0, [run["at"] for run in runs]
 
 
 def fired_sweeps(stack: LocalStack) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ import requests
 from support.api import Api
 from support.host import Answer, WakeHost, closed_port_url, hang, redirect
 from support.stack_process import MakeStack, StackProcess
+from wakeup.times import format_time, now
 from wakeup.tokens import TokenKind, mint
 
 # --- the host ---------------------------------------------------------------------------------------
@@ -72,8 +73,28 @@ def test_the_session_stack_mints_accounts_whose_tokens_work(stack: StackProcess,
     ]
 
 
-def test_run_sweeper_runs_the_stacks_sweeper_now(stack: StackProcess) -> None:
-    assert len(stack.run_sweeper()) == 1
+def test_run_sweeper_runs_the_stacks_sweeper_now(stack: StackProcess, api: Api) -> None:
+    # given a wake an hour ahead whose next check the table says is a minute overdue: what a wake
+    # whose trigger was lost looks like to the sweeper
+    token = mint(TokenKind.INSTANCE)
+    instance_id = api.register("http://127.0.0.1:9/sweep", token).json()["id"]
+    assert api.wake(token, format_time(now() + timedelta(hours=1))).status_code == 204
+    dynamodb = boto3.client("dynamodb", endpoint_url=stack.endpoint_url, region_name=stack.region)
+    dynamodb.update_item(
+        TableName=stack.table_name,
+        Key={"pk": {"S": f"INSTANCE#{instance_id}"}},
+        UpdateExpression="SET pending_due = :due",
+        ExpressionAttributeValues={":due": {"S": format_time(now() - timedelta(minutes=1))}},
+    )
+    try:
+        # when
+        [swept] = stack.run_sweeper()
+        # then the stack's sweeper found it and armed it again
+        assert swept["overdue"] >= 1 and swept["rearmed"] >= 1
+        rearmed = [line for line in stack.log_text().splitlines() if "overdue wake re-armed" in line]
+        assert any(instance_id in line for line in rearmed)
+    finally:
+        assert api.delete(f"/wakeup/instances/{instance_id}").status_code == 204
 
 
 def test_make_stack_passes_its_settings_to_the_functions(make_stack: MakeStack) -> None:
