@@ -222,23 +222,25 @@ class Caller:
         outcome = self.call(instance.url, instance.id, self.settings.call_timeout_s, headers)
         finished = self.clock()
         lateness_ms = max((started - due).total_seconds() * 1000, 0.0) if trigger.attempt == 0 else None
-        self._remember(
-            CallRecord(
-                instance_id=instance.id,
-                seq=instance.history_seq,
-                started_at=started,
-                at=instance.at or due,
-                attempt=trigger.attempt,
-                lateness_ms=round(lateness_ms) if lateness_ms is not None else None,
-                duration_ms=round((finished - started).total_seconds() * 1000),
-                status=outcome.status,
-                error=outcome.error,
-                trigger=origin.value,
-                webhook_id=str(wake_id),
-            )
+        call = CallRecord(
+            instance_id=instance.id,
+            seq=instance.history_seq,
+            started_at=started,
+            at=instance.at or due,
+            attempt=trigger.attempt,
+            lateness_ms=round(lateness_ms) if lateness_ms is not None else None,
+            duration_ms=round((finished - started).total_seconds() * 1000),
+            status=outcome.status,
+            error=outcome.error,
+            trigger=origin.value,
+            webhook_id=str(wake_id),
         )
+        # The outcome before the history item: a caller that dies between the two then loses only
+        # the item (a host called again after its 2xx costs more). Not one transaction: that
+        # would double both writes' units.
         if outcome.error is None:
             recorded = self.store.record_success(trigger, finished)
+            self._remember(call)
             logger.info(
                 "wake called",
                 instance_id=instance.id,
@@ -262,6 +264,7 @@ class Caller:
         next_due = retry.next_due(finished, failures, instance.at, self.settings.max_wake_age_s)
         if next_due is None:
             recorded = self.store.record_failure(trigger, outcome.error, None)
+            self._remember(call)
             if recorded:
                 logger.warning(
                     "wake given up",
@@ -275,6 +278,7 @@ class Caller:
 
         recorded = self.store.record_failure(trigger, outcome.error, next_due)
         retry_armed = recorded and self._arm_retry(Trigger(instance.id, trigger.reg, failures), next_due)
+        self._remember(call)  # after the retry is armed, which a backoff of a second cannot wait for
         return Delivery(
             Result.FAILED, lateness_ms=lateness_ms, recorded=recorded, retry_armed=retry_armed, refused=outcome.refused
         )

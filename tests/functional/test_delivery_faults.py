@@ -1,0 +1,102 @@
+"""The caller under faults (issue 17): AWS requests that fail and callers that die between two of
+their requests. Whatever fails, a wake that stands is called again later (never lost), a host that
+answered 2xx is not called again, and no claim outlives the call it was taken for.
+
+The real store, triggers and keys over the local stack's moto, with faults injected at the AWS
+requests (`faulty.FaultyClient`), and a loopback host.
+"""
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from faulty import Died, FaultyClient, throttled
+from moto_env import Deployed, Host, deployed, serving_host
+
+from wakeup.logic.delivery import Caller, Result, Source
+from wakeup.logic.sweeper import sweep
+from wakeup.model import Trigger
+from wakeup.table import DynamoStore
+from wakeup.times import now
+from wakeup.triggers import Triggers
+
+
+@pytest.fixture
+def env(endpoint: str) -> Iterator[Deployed]:
+    with deployed(endpoint) as made:
+        yield made
+
+
+@pytest.fixture
+def host() -> Iterator[Host]:
+    with serving_host() as started:
+        yield started
+
+
+def faulty_store(env: Deployed, **faults: BaseException) -> DynamoStore:
+    return DynamoStore(env.settings.table, client=FaultyClient(env.clients.dynamodb, **faults))
+
+
+def due_wake(env: Deployed, host: Host, late_s: float = 1) -> Trigger:
+    return env.new_wake(env.new_instance(host.url), now() - timedelta(seconds=late_s))
+
+
+def swept_later(env: Deployed, seconds: float) -> list[Trigger]:
+    """What a sweep `seconds` from now arms (the triggers it sends, as the caller would get them)."""
+    env.triggers.sent.clear()
+    sweep(env.store, env.triggers, env.settings, now() + timedelta(seconds=seconds))
+    return [sent for sent, _ in env.triggers.sent]
+
+
+# -- the outcome before the history -------------------------------------------------------------
+
+
+def test_a_caller_dying_between_the_outcome_and_the_history_leaves_the_wake_called(env: Deployed, host: Host) -> None:
+    # given a caller whose process ends when it goes to write the history item
+    trigger = due_wake(env, host)
+    caller = Caller(faulty_store(env, put_item=Died()), env.triggers, env.settings)
+    # when
+    with pytest.raises(Died):
+        caller.deliver(trigger, Source.QUEUE)
+    # then the 2xx is recorded, so nothing (no sweep, no copy of the trigger) calls the host again
+    assert len(host.calls) == 1
+    instance = env.store.get_instance(trigger.instance_id)
+    assert instance is not None and instance.called_at is not None and not instance.pending
+    assert swept_later(env, env.settings.claim_lease_s + env.settings.sweep_grace_s + 60) == []
+
+
+def test_a_history_item_that_cannot_be_written_leaves_a_failed_wake_retried(env: Deployed) -> None:
+    with serving_host(statuses=[503]) as host:
+        trigger = due_wake(env, host)
+        caller = Caller(faulty_store(env, put_item=throttled("PutItem")), env.triggers, env.settings)
+        delivery = caller.deliver(trigger, Source.QUEUE)
+    assert delivery.result is Result.FAILED and delivery.recorded and delivery.retry_armed
+    assert [sent for sent, _ in env.triggers.sent] == [Trigger(trigger.instance_id, trigger.reg, 1)]
+    assert env.store.read_calls(trigger.instance_id, [1]) == []  # the item was indeed not written
+
+
+def test_a_history_item_that_cannot_be_written_leaves_a_2xx_recorded(env: Deployed, host: Host) -> None:
+    trigger = due_wake(env, host)
+    caller = Caller(faulty_store(env, put_item=throttled("PutItem")), env.triggers, env.settings)
+    delivery = caller.deliver(trigger, Source.QUEUE)
+    assert delivery.result is Result.CALLED and delivery.recorded
+    instance = env.store.get_instance(trigger.instance_id)
+    assert instance is not None and instance.called_at is not None
+
+
+# -- a retry that cannot be armed ---------------------------------------------------------------
+
+
+def test_a_failed_call_whose_retry_cannot_be_armed_is_retried_by_the_sweeper(env: Deployed) -> None:
+    # given a caller whose SQS refuses every message
+    unarmed = Triggers(env.settings, FaultyClient(env.clients.sqs, send_message=throttled("SendMessage")))
+    with serving_host(statuses=[503]) as host:
+        trigger = due_wake(env, host)
+        delivery = Caller(env.store, unarmed, env.settings).deliver(trigger, Source.QUEUE)
+    # then the failure is recorded with its retry's time, though no trigger carries it
+    assert delivery.result is Result.FAILED and delivery.recorded and not delivery.retry_armed
+    instance = env.store.get_instance(trigger.instance_id)
+    assert instance is not None and instance.pending and instance.attempts == 1 and instance.claim_until is None
+    # and the sweeper arms it once it is overdue
+    retry = Trigger(trigger.instance_id, trigger.reg, 1, origin="sweeper")
+    assert swept_later(env, env.settings.sweep_grace_s + 2) == [retry]
