@@ -17,7 +17,7 @@ from wakeup.logic.delivery import Caller, Result, Source
 from wakeup.logic.sweeper import sweep
 from wakeup.model import Trigger
 from wakeup.table import DynamoStore
-from wakeup.times import now
+from wakeup.times import epoch_ms, now
 from wakeup.triggers import Triggers
 
 
@@ -100,3 +100,31 @@ def test_a_failed_call_whose_retry_cannot_be_armed_is_retried_by_the_sweeper(env
     # and the sweeper arms it once it is overdue
     retry = Trigger(trigger.instance_id, trigger.reg, 1, origin="sweeper")
     assert swept_later(env, env.settings.sweep_grace_s + 2) == [retry]
+
+
+# -- lateness -----------------------------------------------------------------------------------
+
+
+def test_lateness_counts_from_the_wakes_time_when_the_sweeper_moved_its_next_call(env: Deployed, host: Host) -> None:
+    # given a wake 87 s late whose trigger was lost, re-armed by the sweeper a second ago
+    trigger = due_wake(env, host, late_s=87)
+    assert env.store.postpone(trigger, now() - timedelta(seconds=1), epoch_ms(now()))
+    # when it is called
+    delivery = Caller(env.store, env.triggers, env.settings).deliver(
+        Trigger(trigger.instance_id, trigger.reg, 0, origin=Source.SWEEPER.value), Source.QUEUE
+    )
+    # then the lateness (logs and metrics read the delivery's) and the history both say 87 s
+    assert delivery.result is Result.CALLED
+    assert delivery.lateness_ms is not None and 87_000 <= delivery.lateness_ms < 90_000
+    [kept] = env.store.read_calls(trigger.instance_id, [1])
+    assert kept.lateness_ms is not None and 87_000 <= kept.lateness_ms < 90_000
+    assert kept.trigger == Source.SWEEPER.value
+
+
+def test_lateness_is_left_out_for_a_retry(env: Deployed, host: Host) -> None:
+    trigger = due_wake(env, host, late_s=30)
+    assert env.store.record_failure(trigger, "HTTP 503", now() - timedelta(seconds=1))
+    delivery = Caller(env.store, env.triggers, env.settings).deliver(
+        Trigger(trigger.instance_id, trigger.reg, 1), Source.QUEUE
+    )
+    assert delivery.result is Result.CALLED and delivery.lateness_ms is None

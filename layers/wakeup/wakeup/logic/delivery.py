@@ -221,12 +221,15 @@ class Caller:
         headers = signed_headers(keys, wake_id, started) if keys else {}
         outcome = self.call(instance.url, instance.id, self.settings.call_timeout_s, headers)
         finished = self.clock()
-        lateness_ms = max((started - due).total_seconds() * 1000, 0.0) if trigger.attempt == 0 else None
+        # From the wake's time, not from `due`, which the sweeper moves when it re-arms a lost wake:
+        # those are the latest wakes, and their lateness must not read as a second or two.
+        at = instance.at or due
+        lateness_ms = max((started - at).total_seconds() * 1000, 0.0) if trigger.attempt == 0 else None
         call = CallRecord(
             instance_id=instance.id,
             seq=instance.history_seq,
             started_at=started,
-            at=instance.at or due,
+            at=at,
             attempt=trigger.attempt,
             lateness_ms=round(lateness_ms) if lateness_ms is not None else None,
             duration_ms=round((finished - started).total_seconds() * 1000),
