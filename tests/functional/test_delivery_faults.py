@@ -13,9 +13,11 @@ import pytest
 from faulty import Died, FaultyClient, throttled
 from moto_env import Deployed, Host, deployed, serving_host
 
+from wakeup.factories import signing_keys
 from wakeup.logic.delivery import Caller, Result, Source
 from wakeup.logic.sweeper import sweep
 from wakeup.model import Trigger
+from wakeup.signing import SigningKeys
 from wakeup.table import DynamoStore
 from wakeup.times import epoch_ms, now
 from wakeup.triggers import Triggers
@@ -128,3 +130,59 @@ def test_lateness_is_left_out_for_a_retry(env: Deployed, host: Host) -> None:
         Trigger(trigger.instance_id, trigger.reg, 1), Source.QUEUE
     )
     assert delivery.result is Result.CALLED and delivery.lateness_ms is None
+
+
+# -- signing ------------------------------------------------------------------------------------
+
+
+def signing_fault_caller(env: Deployed, fault: str) -> Caller:
+    """A caller whose signing fails as `fault` says, after the claim's write."""
+    store, secrets = env.store, env.clients.secretsmanager
+    if fault == "master throttled":
+        secrets = FaultyClient(secrets, get_secret_value=throttled("GetSecretValue"))
+    elif fault == "master gone":
+        secrets = FaultyClient(
+            secrets,
+            get_secret_value=env.clients.secretsmanager.exceptions.ResourceNotFoundException(
+                {"Error": {"Code": "ResourceNotFoundException", "Message": "not found"}}, "GetSecretValue"
+            ),
+        )
+    elif fault == "versions unreadable":  # the account's item, read after the claim
+        store = faulty_store(env, get_item=throttled("GetItem"))
+    return Caller(store, env.triggers, env.settings, signing=signing_keys(env.settings.master_key_secret, secrets))
+
+
+@pytest.mark.parametrize("fault", ["master throttled", "master gone", "versions unreadable"])
+def test_a_call_that_cannot_be_signed_frees_its_claim_and_arms_its_retry(env: Deployed, host: Host, fault: str) -> None:
+    # given
+    trigger = due_wake(env, host)
+    caller = signing_fault_caller(env, fault)
+    # when
+    delivery = caller.deliver(trigger, Source.QUEUE)
+    # then no call was made, no claim is held, and the retry is armed like a failed call's
+    assert host.calls == []
+    assert delivery.result is Result.FAILED and delivery.recorded and delivery.retry_armed
+    assert delivery.lateness_ms is None
+    instance = env.store.get_instance(trigger.instance_id)
+    assert instance is not None and instance.claim_until is None and instance.pending
+    assert instance.attempts == 1 and instance.last_error is not None
+    assert [sent for sent, _ in env.triggers.sent] == [Trigger(trigger.instance_id, trigger.reg, 1)]
+
+    # and once the keys can be read again, the retry calls the host, signed
+    retry = Caller(env.store, env.triggers, env.settings, signing=env.signing)
+    assert retry.deliver(Trigger(trigger.instance_id, trigger.reg, 1), Source.QUEUE).result is Result.CALLED
+    [call] = host.calls
+    assert "webhook-signature" in {name.lower() for name in call.headers}
+
+
+def test_an_empty_master_key_frees_the_claim_and_arms_the_retry(env: Deployed, host: Host) -> None:
+    class Empty:
+        def get(self, name: str, max_age: int) -> str:
+            return ""
+
+    trigger = due_wake(env, host)
+    caller = Caller(env.store, env.triggers, env.settings, signing=SigningKeys(Empty(), "empty"))
+    delivery = caller.deliver(trigger, Source.QUEUE)
+    assert host.calls == [] and delivery.result is Result.FAILED and delivery.retry_armed
+    instance = env.store.get_instance(trigger.instance_id)
+    assert instance is not None and instance.claim_until is None and instance.attempts == 1
