@@ -1,7 +1,7 @@
 """Writes whose reply is lost (issue 17): botocore retries a request that AWS applied before its
 reply was lost, and the retry then meets its own write. Each comes out as if the reply had come
-back: a registration counted once and not refused by the window it wrote, the sweeper's
-postpone and a call's outcome counted as written.
+back: a registration counted once and not refused by the window it wrote, a delete answered 204,
+the sweeper's postpone and a call's outcome counted as written.
 
 A proxy in front of moto applies the request and drops the reply (`lost_reply.LostReplyProxy`);
 botocore's own retry, configured as the functions configure it, sends the request again.
@@ -16,12 +16,14 @@ from lost_reply import LostReplyProxy
 from moto_env import Deployed, deployed, serving_host
 
 from wakeup.host_call import call_wake
+from wakeup.logic import instances
 from wakeup.logic.delivery import Caller, Result, Source
 from wakeup.logic.wakes import WakeLimit, register_wake, window_of
-from wakeup.model import Trigger
+from wakeup.model import TokenOwner, Trigger
 from wakeup.table import DynamoStore
 from wakeup.table.items import instance_key
 from wakeup.times import epoch_ms, now
+from wakeup.tokens import TokenKind
 
 
 @pytest.fixture
@@ -112,6 +114,24 @@ def test_a_registration_whose_reply_was_lost_still_removes_the_schedule_it_repla
     current = env.store.get_instance(instance_id)
     assert current is not None and sent == Trigger(instance_id, current.reg or "", 0)
     assert env.schedule_input(instance_id) is None
+
+
+# -- deleting an instance -----------------------------------------------------------------------
+
+
+def test_a_delete_whose_reply_was_lost_is_204_and_counted_once(
+    env: Deployed, proxy: LostReplyProxy, lossy_store: DynamoStore
+) -> None:
+    account = env.store.create_account("test", "lost-delete", now())
+    kept = env.store.register_instance(account.id, "http://127.0.0.1:9", "kept-token", now()).instance
+    gone = env.store.register_instance(account.id, "http://127.0.0.1:9", "gone-token", now()).instance
+    proxy.lose("TransactWriteItems")
+    # No exception: the route answers 204 (NotFoundError would be its 404).
+    instances.delete(lossy_store, env.triggers, TokenOwner(TokenKind.ACCOUNT, account.id), gone.id, now())
+    assert proxy.lost == ["TransactWriteItems"] and proxy.seen.count("TransactWriteItems") == 2
+    assert env.store.get_instance(gone.id) is None and env.store.get_instance(kept.id) is not None
+    after = env.store.get_account(account.id)
+    assert after is not None and after.instance_count == 1
 
 
 # -- the sweeper's postpone ---------------------------------------------------------------------
