@@ -30,7 +30,7 @@ from wakeup.logic.accounts import revoke_account
 from wakeup.logic.delivery import Caller, Result, Source
 from wakeup.logic.sweeper import sweep
 from wakeup.logic.wakes import register_wake
-from wakeup.model import TokenOwner, Trigger
+from wakeup.model import Instance, TokenOwner, Trigger
 from wakeup.table import DynamoStore
 from wakeup.times import now
 from wakeup.tokens import TokenKind
@@ -234,6 +234,41 @@ def test_a_revocation_during_a_call_records_nothing_and_arms_nothing(env: Deploy
         during.join()
     assert delivery.result is Result.FAILED and not delivery.recorded and not delivery.retry_armed
     assert env.triggers.sent == [] and swept_at(env, now() + after_the_lease(env)) == []
+
+
+class LaggingIndex(DynamoStore):
+    """The table, whose account index has not caught up with the newest instance when it is first
+    read: a global secondary index is eventually consistent ("Using Global Secondary Indexes in
+    DynamoDB", developer guide: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/GSI.html),
+    and moto's never lags."""
+
+    def __init__(self, env: Deployed, missing: str) -> None:
+        super().__init__(env.settings.table, env.clients.dynamodb)
+        self.missing = missing
+        self.reads = 0
+
+    def all_instances(self, account_id: str) -> list[Instance]:
+        self.reads += 1
+        found = super().all_instances(account_id)
+        return [instance for instance in found if instance.id != self.missing] if self.reads == 1 else found
+
+
+def test_an_instance_registered_just_before_its_accounts_revocation_is_revoked_though_the_index_lags(
+    env: Deployed, host: Host
+) -> None:
+    # given an account with an instance, and a second one registered the moment before revocation
+    account = env.store.create_account("test", uuid.uuid4().hex, now())
+    env.store.register_instance(account.id, host.url, uuid.uuid4().hex, now())
+    newest = env.store.register_instance(account.id, host.url + "/newest", "newest-token-hash", now()).instance
+    register_wake(env.store, env.triggers, newest.id, now(), now())
+    [(armed, _)] = env.triggers.sent
+    # when the account is revoked while the index does not list the newest instance yet
+    lagging = LaggingIndex(env, newest.id)
+    revoke_account(lagging, account.id, sleep=lambda _: None)
+    # then the newest instance is revoked all the same: its token is refused, its wake not called
+    assert env.store.owner_of("newest-token-hash") is None
+    assert Caller(env.store, env.triggers, env.settings).deliver(armed, Source.QUEUE).result is Result.STALE
+    assert host.calls == []
 
 
 # -- a DELETE or a URL move during a call -------------------------------------------------------
