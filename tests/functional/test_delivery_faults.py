@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
+from botocore.exceptions import ClientError
 from faulty import Died, FaultyClient, throttled
 from moto_env import Deployed, Host, deployed, serving_host
 
@@ -186,3 +187,29 @@ def test_an_empty_master_key_frees_the_claim_and_arms_the_retry(env: Deployed, h
     assert host.calls == [] and delivery.result is Result.FAILED and delivery.retry_armed
     instance = env.store.get_instance(trigger.instance_id)
     assert instance is not None and instance.claim_until is None and instance.attempts == 1
+
+
+def test_a_retry_whose_schedule_keeps_changing_is_left_to_the_sweeper(env: Deployed) -> None:
+    # given a wake that failed ten times, so its next retry is 900 s away: beyond the SQS horizon,
+    # through Scheduler, whose schedule exists for every create and is gone for every update
+    contended = Triggers(
+        env.settings,
+        env.clients.sqs,
+        FaultyClient(
+            env.clients.scheduler,
+            create_schedule=ClientError({"Error": {"Code": "ConflictException"}}, "CreateSchedule"),
+            update_schedule=ClientError({"Error": {"Code": "ResourceNotFoundException"}}, "UpdateSchedule"),
+        ),
+    )
+    with serving_host(statuses=[503]) as host:
+        trigger = due_wake(env, host)
+        for attempt in range(10):
+            assert env.store.record_failure(Trigger(trigger.instance_id, trigger.reg, attempt), "HTTP 503", now())
+        # when its eleventh call fails too
+        delivery = Caller(env.store, contended, env.settings).deliver(
+            Trigger(trigger.instance_id, trigger.reg, 10), Source.QUEUE
+        )
+    # then the failure is recorded with the retry's time, for the sweeper to arm (no exception)
+    assert delivery.result is Result.FAILED and delivery.recorded and not delivery.retry_armed
+    instance = env.store.get_instance(trigger.instance_id)
+    assert instance is not None and instance.attempts == 11 and instance.pending and instance.claim_until is None

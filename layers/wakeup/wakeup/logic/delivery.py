@@ -47,7 +47,7 @@ from wakeup.settings import Settings
 from wakeup.signing import SigningKeys, WakeId, signed_headers
 from wakeup.table import Store
 from wakeup.times import epoch_ms
-from wakeup.triggers import QUEUE_LEAD_S, Triggers
+from wakeup.triggers import QUEUE_LEAD_S, ScheduleContentionError, Triggers
 
 # A trigger arriving more than this before its time is armed again rather than waited for here;
 # one armed through SQS arrives up to QUEUE_LEAD_S and a second early (delays are whole seconds).
@@ -323,7 +323,7 @@ class Caller:
     def _arm_retry(self, retry: Trigger, due: datetime) -> bool:
         try:
             self.triggers.arm(retry, due, self.clock())
-        except (ClientError, BotoCoreError):
+        except (ClientError, BotoCoreError, ScheduleContentionError):
             # The table holds the retry's time: the sweeper arms it once it is overdue.
             logger.exception("retry could not be armed; the sweeper will", instance_id=retry.instance_id)
             return False
