@@ -27,6 +27,7 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from wakeup.api.models import attempt_reply, instance_reply
+from wakeup.errors import UnavailableError
 from wakeup.factories import signing_keys
 from wakeup.logic import history
 from wakeup.logic.accounts import mint_account, revoke_account, rotate_signing_secret, signing_secret
@@ -231,6 +232,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except (ClientError, BotoCoreError) as exc:
         print(f"wakeup-admin: AWS refused or failed: {exc}", file=sys.stderr)
+        return 1
+    except UnavailableError as exc:  # a revocation whose index lags, a table too busy to read
+        print(f"wakeup-admin: {exc.message}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         # The reader went away (`wakeup-admin accounts list | head`): stop quietly, as Python's

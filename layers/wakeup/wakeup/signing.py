@@ -23,6 +23,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+
+from wakeup.errors import UnavailableError
+
 SECRET_PREFIX = "whsec_"
 SIGNATURE_VERSION = "v1"
 # How long a warm function keeps the master key before reading it again (Secrets Manager charges
@@ -99,10 +103,14 @@ class SigningKeys:
         self._reading = threading.Lock()
 
     def master(self) -> str:
-        with self._reading:
-            value = self.provider.get(self.master_secret_id, max_age=MASTER_MAX_AGE_S)
+        """The master key; `UnavailableError` when it cannot be read (throttled, gone, empty)."""
+        try:
+            with self._reading:
+                value = self.provider.get(self.master_secret_id, max_age=MASTER_MAX_AGE_S)
+        except GetParameterError as exc:  # Powertools' wrapper of Secrets Manager's errors
+            raise UnavailableError("the signing master key could not be read") from exc
         if not isinstance(value, str) or not value:
-            raise ValueError("the signing master key secret holds no text")
+            raise UnavailableError("the signing master key secret holds no text")
         return value
 
     def keys(self, account_id: str, versions: Iterable[int]) -> list[bytes]:

@@ -1,13 +1,21 @@
 """Accounts, which only the operator makes and revokes (through `wakeup-admin`), and their
 signing secrets, which are derived rather than stored (see `wakeup.signing`)."""
 
+import time
+from collections.abc import Callable
 from datetime import timedelta
 
+from wakeup.errors import UnavailableError
 from wakeup.model import Account
 from wakeup.signing import SigningKeys
 from wakeup.table import Store
 from wakeup.times import now
 from wakeup.tokens import TokenKind, hash_token, mint
+
+# How often a revocation lists the account's instances while the index lags behind their count,
+# and the first wait between two lists (doubled each time: about 3 s in all).
+_INDEX_READS = 6
+_INDEX_WAIT_S = 0.1
 
 
 def mint_account(store: Store, label: str) -> tuple[Account, str]:
@@ -16,19 +24,30 @@ def mint_account(store: Store, label: str) -> tuple[Account, str]:
     return store.create_account(label, hash_token(token), now()), token
 
 
-def revoke_account(store: Store, account_id: str) -> Account | None:
+def revoke_account(store: Store, account_id: str, sleep: Callable[[float], None] = time.sleep) -> Account | None:
     """Revokes the account: its token and its instances' tokens are refused from now on; None
     when there is no such account.
 
     The account's token goes first, so no new instance can be registered meanwhile; each instance
-    then loses its token and its pending wake, which no trigger will call.
+    then loses its token and its pending wake, which no trigger will call. The instances are
+    listed through an index, which is eventually consistent ("Using Global Secondary Indexes",
+    DynamoDB developer guide: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/GSI.html):
+    one registered a moment before may not be listed yet. The account's count of its instances,
+    written in each registration's own transaction and read consistently, says when all are.
     """
     moment = now()
     if not store.revoke_account(account_id, moment):
         return None
-    for instance in store.all_instances(account_id):
-        store.revoke_instance(instance.id, moment)
-    return store.get_account(account_id)
+    for read in range(_INDEX_READS):
+        listed = store.all_instances(account_id)
+        for instance in listed:
+            if instance.revoked_at is None:
+                store.revoke_instance(instance.id, moment)
+        account = store.get_account(account_id)
+        if account is None or len(listed) >= account.instance_count:
+            return account
+        sleep(_INDEX_WAIT_S * 2**read)
+    raise UnavailableError("the account is revoked, but its index has not listed all its instances yet: revoke again")
 
 
 def signing_secret(keys: SigningKeys, account: Account) -> str:

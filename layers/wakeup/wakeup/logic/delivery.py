@@ -16,6 +16,7 @@ The steps (DESIGN section 4):
    called early and, at a busy second, only the calls themselves are left to make;
 4. call the host and record the outcome, conditionally on the registration; after a failure arm
    the retry at the time `wakeup.logic.retry` sets, or give the wake up when it is too old.
+   A call that cannot be signed (the keys unreadable) is not made, and counts as a failed one.
    A registration replaced in the last moment before its call may still be called once: a host
    treats a wake after a replacement as harmless (DESIGN section 1).
 
@@ -36,6 +37,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
 from wakeup import times
+from wakeup.errors import UnavailableError
 from wakeup.host_call import CallOutcome, call_wake
 from wakeup.logic import history, retry
 from wakeup.logic.wakes import stands, trigger_for
@@ -45,11 +47,13 @@ from wakeup.settings import Settings
 from wakeup.signing import SigningKeys, WakeId, signed_headers
 from wakeup.table import Store
 from wakeup.times import epoch_ms
-from wakeup.triggers import QUEUE_LEAD_S, Triggers
+from wakeup.triggers import QUEUE_LEAD_S, ScheduleContentionError, Triggers
 
 # A trigger arriving more than this before its time is armed again rather than waited for here;
 # one armed through SQS arrives up to QUEUE_LEAD_S and a second early (delays are whole seconds).
 EARLY_REARM_S = float(QUEUE_LEAD_S + 1)
+# `lastError` of an attempt not made because its call could not be signed (the account reads it).
+NOT_SIGNED = "not called: the service could not sign the call"
 
 
 class Source(StrEnum):
@@ -144,7 +148,13 @@ class Caller:
             # that refused it start after our `now`, and its lease would then look longer.
             return self._refused(trigger, instance, self.clock())
         # The keys before the wait: the sub-second left before the call's time covers their read.
-        keys = self._signing_keys(instance, instance.due)
+        try:
+            keys = self._signing_keys(instance, instance.due)
+        except (UnavailableError, ClientError, BotoCoreError):
+            # Unsigned calls are never made for a signing account. Recorded as a failed attempt,
+            # which frees the claim (one write, already guarded) and arms the retry with backoff.
+            logger.exception("wake not called: its call could not be signed", instance_id=instance.id)
+            return self._failed(trigger, instance, CallOutcome(None, NOT_SIGNED), self.clock(), None)
         # From now, not from before the requests: the read and the claim took their time already.
         self._wait_until(instance.due, self.clock())
         origin = Source.SWEEPER if trigger.origin == Source.SWEEPER.value else source
@@ -221,24 +231,29 @@ class Caller:
         headers = signed_headers(keys, wake_id, started) if keys else {}
         outcome = self.call(instance.url, instance.id, self.settings.call_timeout_s, headers)
         finished = self.clock()
-        lateness_ms = max((started - due).total_seconds() * 1000, 0.0) if trigger.attempt == 0 else None
-        self._remember(
-            CallRecord(
-                instance_id=instance.id,
-                seq=instance.history_seq,
-                started_at=started,
-                at=instance.at or due,
-                attempt=trigger.attempt,
-                lateness_ms=round(lateness_ms) if lateness_ms is not None else None,
-                duration_ms=round((finished - started).total_seconds() * 1000),
-                status=outcome.status,
-                error=outcome.error,
-                trigger=origin.value,
-                webhook_id=str(wake_id),
-            )
+        # From the wake's time, not from `due`, which the sweeper moves when it re-arms a lost wake:
+        # those are the latest wakes, and their lateness must not read as a second or two.
+        at = instance.at or due
+        lateness_ms = max((started - at).total_seconds() * 1000, 0.0) if trigger.attempt == 0 else None
+        call = CallRecord(
+            instance_id=instance.id,
+            seq=instance.history_seq,
+            started_at=started,
+            at=at,
+            attempt=trigger.attempt,
+            lateness_ms=round(lateness_ms) if lateness_ms is not None else None,
+            duration_ms=round((finished - started).total_seconds() * 1000),
+            status=outcome.status,
+            error=outcome.error,
+            trigger=origin.value,
+            webhook_id=str(wake_id),
         )
+        # The outcome before the history item: a caller that dies between the two then loses only
+        # the item (a host called again after its 2xx costs more). Not one transaction: that
+        # would double both writes' units.
         if outcome.error is None:
             recorded = self.store.record_success(trigger, finished)
+            self._remember(call)
             logger.info(
                 "wake called",
                 instance_id=instance.id,
@@ -250,18 +265,34 @@ class Caller:
             )
             return Delivery(Result.CALLED, lateness_ms=lateness_ms, recorded=recorded)
 
-        failures = trigger.attempt + 1
         logger.warning(
             "wake call failed",
             instance_id=instance.id,
             host=host,
             error=outcome.error,
-            attempts=failures,
+            attempts=trigger.attempt + 1,
             refused_address=outcome.refused_address,
         )
+        return self._failed(trigger, instance, outcome, finished, lateness_ms, call)
+
+    def _failed(
+        self,
+        trigger: Trigger,
+        instance: Instance,
+        outcome: CallOutcome,
+        finished: datetime,
+        lateness_ms: float | None,
+        call: CallRecord | None = None,
+    ) -> Delivery:
+        """Records a failed attempt (`call` its history item, None when no call was made) and
+        arms its retry, or gives the wake up when it is too old."""
+        assert outcome.error is not None  # a failure says why
+        host = host_of(instance.url)
+        failures = trigger.attempt + 1
         next_due = retry.next_due(finished, failures, instance.at, self.settings.max_wake_age_s)
         if next_due is None:
             recorded = self.store.record_failure(trigger, outcome.error, None)
+            self._remember(call)
             if recorded:
                 logger.warning(
                     "wake given up",
@@ -275,13 +306,14 @@ class Caller:
 
         recorded = self.store.record_failure(trigger, outcome.error, next_due)
         retry_armed = recorded and self._arm_retry(Trigger(instance.id, trigger.reg, failures), next_due)
+        self._remember(call)  # after the retry is armed, which a backoff of a second cannot wait for
         return Delivery(
             Result.FAILED, lateness_ms=lateness_ms, recorded=recorded, retry_armed=retry_armed, refused=outcome.refused
         )
 
-    def _remember(self, call: CallRecord) -> None:
+    def _remember(self, call: CallRecord | None) -> None:
         """Keeps the call in the instance's history; a failure to is logged, never the call's."""
-        if call.seq < 1:  # not numbered by a claim (an instance item older than the history)
+        if call is None or call.seq < 1:  # no call made, or one not numbered by a claim (an older item)
             return
         try:
             history.record(self.store, call)
@@ -291,7 +323,7 @@ class Caller:
     def _arm_retry(self, retry: Trigger, due: datetime) -> bool:
         try:
             self.triggers.arm(retry, due, self.clock())
-        except (ClientError, BotoCoreError):
+        except (ClientError, BotoCoreError, ScheduleContentionError):
             # The table holds the retry's time: the sweeper arms it once it is overdue.
             logger.exception("retry could not be armed; the sweeper will", instance_id=retry.instance_id)
             return False

@@ -75,7 +75,9 @@ def register_wake(
     trigger = Trigger(instance_id, reg, 0)
     try:
         armed = triggers.arm(trigger, at, now)
-        if armed is Armed.QUEUE and _may_have_schedule(previous, now):
+        # `previous` is this very registration when the write's reply was lost and botocore's
+        # retry found it applied: what it replaced is unknown, so any schedule is removed.
+        if armed is Armed.QUEUE and (previous.reg == reg or _may_have_schedule(previous, now)):
             triggers.unschedule(instance_id)
         if armed is Armed.SCHEDULE:
             converge(store, triggers, instance_id, trigger, now)

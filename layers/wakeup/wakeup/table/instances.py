@@ -195,7 +195,8 @@ class Instances:
         return Registered(moved, created=False, moved_from=instance_of(load(found["Attributes"])))
 
     def delete_instance(self, instance: Instance) -> Instance | None:
-        """Removes the instance and frees its token; returns it as it was, None when already gone."""
+        """Removes the instance and frees its token; returns it as it was, None when it was gone
+        before this request read it."""
         item = self.db.get(instance_key(instance.id))
         if item is None:
             return None
@@ -216,9 +217,16 @@ class Instances:
                 ]
             )
         except ClientError as exc:
-            if aws.error_code(exc) == "TransactionCanceledException":
-                return None
-            raise
+            if aws.error_code(exc) != "TransactionCanceledException":
+                raise
+            if cancellation_reasons(exc, 3)[0].get("Code") != "ConditionalCheckFailed":
+                raise UnavailableError("the instance could not be deleted for writes racing it; retry") from exc
+            # The instance is gone: deleted by this very transaction when its reply was lost and
+            # botocore retried it, or by another request meanwhile. Either way what was asked
+            # holds, as it would without the loss. (AWS would answer the retry itself with success:
+            # botocore sends TransactWriteItems' idempotency token, ClientRequestToken, which moto
+            # does not honour; "TransactWriteItems", DynamoDB API reference:
+            # https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html)
         return instance_of(item)
 
     def revoke_instance(self, instance_id: str, now: datetime) -> None:

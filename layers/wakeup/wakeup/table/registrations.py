@@ -70,11 +70,18 @@ class Registrations:
         own write, refused past its limit with `WindowFull`. The first wake of a window starts
         its count in that one write; a further one sees the count in the refusal
         (`ReturnValuesOnConditionCheckFailure`) and counts itself in a second conditional write.
+
+        botocore retries a write whose reply was lost. Each write is refused where the item
+        already holds this `reg` (a fresh one per registration), so the retry of a write that was
+        applied neither counts it again nor meets the window it filled: the refusal shows the
+        registration written, and the instance is returned as that write left it (its `reg` is
+        `reg`: what it replaced is unknown then, and `wakeup.logic.wakes` acts on either).
         """
         # Every registration enters the pending-wakes index, written before its trigger is armed:
         # a wake whose trigger is lost is found again by the sweeper, through this entry.
         update = "SET #at = :at, reg = :reg, attempts = :zero, pending_shard = :shard, pending_due = :at"
         condition = "attribute_exists(pk) AND attribute_not_exists(revoked_at)"
+        condition += " AND (attribute_not_exists(reg) OR reg <> :reg)"  # see the docstring's last part
         values: Item = {":at": format_time(at), ":reg": reg, ":zero": 0, ":shard": pending_shard(instance_id)}
         start: int | None = None
         if window is not None:
@@ -105,6 +112,8 @@ class Registrations:
                 )
             except ClientError as exc:
                 current = refused_item(exc)
+                if current is not None and current.get("reg") == reg:
+                    return instance_of(current)  # this registration, written before a reply was lost
                 if current is None or "revoked_at" in current or window is None or start is None:
                     return None
                 if int(current.get("wake_window", -1)) >= start:

@@ -1,0 +1,146 @@
+"""Arming under faults (issue 17): the sweeper unable to re-arm one wake, Scheduler's schedule
+changing under a registration (`ScheduleContentionError`), and removing a schedule failing. The
+table stays the truth: every pending wake is armed again (at worst by a later sweep), and a
+schedule left behind finds nothing to call when it fires.
+
+The real store and triggers over the local stack's moto, with faults injected at the AWS requests
+(`faulty.FaultyClient`).
+"""
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+import pytest
+from botocore.exceptions import ClientError
+from faulty import FaultyClient, throttled
+from moto_env import Deployed, RecordingTriggers, deployed, serving_host
+
+from wakeup.errors import UnavailableError
+from wakeup.logic import instances
+from wakeup.logic.delivery import Caller, Result, Source
+from wakeup.logic.sweeper import Sweep, sweep
+from wakeup.logic.wakes import register_wake
+from wakeup.model import TokenOwner, Trigger
+from wakeup.times import now
+from wakeup.tokens import TokenKind
+
+URL = "http://127.0.0.1:9/unused"  # nothing is called here
+
+
+@pytest.fixture
+def env(endpoint: str) -> Iterator[Deployed]:
+    with deployed(endpoint) as made:
+        yield made
+
+
+class RefusingOne(RecordingTriggers):
+    """Triggers whose SQS refuses the messages of one instance (throttled), and sends the others."""
+
+    def __init__(self, env: Deployed, refused: str) -> None:
+        super().__init__(env.settings, env.clients)
+        self.refused = refused
+
+    def send(self, trigger: Trigger, delay_s: float) -> None:
+        if trigger.instance_id == self.refused:
+            raise throttled("SendMessage")
+        super().send(trigger, delay_s)
+
+
+def scheduler_error(code: str, operation: str) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": code}}, operation)
+
+
+def faulty_scheduler(env: Deployed, **faults: BaseException) -> RecordingTriggers:
+    triggers = RecordingTriggers(env.settings, env.clients)
+    triggers.scheduler = FaultyClient(env.clients.scheduler, **faults)
+    return triggers
+
+
+def sent_by_sweep(env: Deployed, moment: datetime) -> list[Trigger]:
+    env.triggers.sent.clear()
+    sweep(env.store, env.triggers, env.settings, moment)
+    return [sent for sent, _ in env.triggers.sent]
+
+
+# -- the sweeper --------------------------------------------------------------------------------
+
+
+def test_a_wake_the_sweeper_cannot_re_arm_leaves_the_others_armed_and_is_armed_by_a_later_sweep(
+    env: Deployed,
+) -> None:
+    # given two wakes whose triggers were lost, and an SQS that refuses the first one's message
+    stuck = env.new_wake(env.new_instance(URL), now() - timedelta(minutes=2))
+    other = env.new_wake(env.new_instance(URL), now() - timedelta(minutes=2))
+    refusing = RefusingOne(env, stuck.instance_id)
+    # when the sweeper runs
+    moment = now()
+    result = sweep(env.store, refusing, env.settings, moment)
+    # then it went on past the one it could not arm
+    assert result == Sweep(overdue=2, rearmed=1, failed=1)
+    assert [sent for sent, _ in refusing.sent] == [Trigger(other.instance_id, other.reg, 0, origin="sweeper")]
+    # and a later sweep, once SQS takes messages again, finds the stuck one and arms it
+    later = moment + timedelta(seconds=env.settings.sweep_grace_s + 60)
+    assert Trigger(stuck.instance_id, stuck.reg, 0, origin="sweeper") in sent_by_sweep(env, later)
+
+
+# -- registrations ------------------------------------------------------------------------------
+
+
+def test_a_schedule_changing_under_a_registration_is_503_and_the_sweeper_arms_the_wake(env: Deployed) -> None:
+    # given a Scheduler where the schedule exists for every create and is gone for every update
+    contended = faulty_scheduler(
+        env,
+        create_schedule=scheduler_error("ConflictException", "CreateSchedule"),
+        update_schedule=scheduler_error("ResourceNotFoundException", "UpdateSchedule"),
+    )
+    instance_id = env.new_instance(URL)
+    at = now() + timedelta(hours=1)
+    # when a wake an hour ahead is registered
+    with pytest.raises(UnavailableError):
+        register_wake(env.store, contended, instance_id, at, now())
+    # then the table holds it, pending, though no trigger does
+    instance = env.store.get_instance(instance_id)
+    assert instance is not None and instance.pending and instance.reg is not None
+    assert env.schedule_input(instance_id) is None and env.triggers.sent == []
+    # and the sweeper arms it once it is overdue
+    swept = sent_by_sweep(env, at + timedelta(seconds=env.settings.sweep_grace_s + 1))
+    assert swept == [Trigger(instance_id, instance.reg, 0, origin="sweeper")]
+
+
+def test_a_schedule_that_cannot_be_removed_is_503_and_finds_nothing_to_call_when_it_fires(env: Deployed) -> None:
+    with serving_host() as host:
+        # given a wake a day ahead, armed as a schedule
+        instance_id = env.new_instance(host.url)
+        register_wake(env.store, env.triggers, instance_id, now() + timedelta(days=1), now())
+        old = env.schedule_input(instance_id)
+        assert old is not None
+        # when a wake due now replaces it, and the old schedule cannot be removed
+        failing = faulty_scheduler(env, delete_schedule=throttled("DeleteSchedule"))
+        with pytest.raises(UnavailableError):
+            register_wake(env.store, failing, instance_id, now(), now())
+        # then the new wake is armed and called
+        current = env.store.get_instance(instance_id)
+        assert current is not None and current.reg != old.reg
+        [(sent, _)] = failing.sent
+        caller = Caller(env.store, env.triggers, env.settings)
+        assert caller.deliver(sent, Source.QUEUE).result is Result.CALLED
+        # and the old schedule, left behind, calls nothing and arms nothing when it fires
+        assert env.schedule_input(instance_id) == old
+        assert caller.deliver(old, Source.SCHEDULE).result is Result.STALE
+    assert len(host.calls) == 1
+    assert env.triggers.sent == []
+
+
+def test_a_deleted_instances_schedule_that_cannot_be_removed_finds_nothing_when_it_fires(env: Deployed) -> None:
+    account = env.store.create_account("test", "unschedule-fails", now())
+    instance = env.store.register_instance(account.id, URL, "unschedule-fails-token", now()).instance
+    register_wake(env.store, env.triggers, instance.id, now() + timedelta(days=1), now())
+    left = env.schedule_input(instance.id)
+    assert left is not None
+    env.triggers.scheduled.clear()
+    failing = faulty_scheduler(env, delete_schedule=throttled("DeleteSchedule"))
+    # The delete answers 204: removing the schedule is tidiness, the table holds no wake now.
+    instances.delete(env.store, failing, TokenOwner(TokenKind.ACCOUNT, account.id), instance.id, now())
+    assert env.store.get_instance(instance.id) is None
+    assert Caller(env.store, env.triggers, env.settings).deliver(left, Source.SCHEDULE).result is Result.STALE
+    assert env.triggers.sent == [] and env.triggers.scheduled == []

@@ -1,0 +1,320 @@
+"""Crashes and races around a call (issue 17): a caller that dies between the host's call and its
+outcome, or times out in the middle of a batch; a message that exhausts its redrive into the
+dead-letter queue; a registration racing a revocation; a DELETE or a URL move during a call.
+
+The promise each keeps: a wake that stands is called again (never lost), a host is not called
+after a recorded 2xx, and a registration that no longer stands is neither recorded nor retried.
+
+The real handlers, store and triggers over the local stack's moto, loopback hosts, and faults
+injected at the AWS requests (`faulty.FaultyClient`). Where a lease must end, the caller is given a
+clock that far ahead rather than waited for.
+"""
+
+import json
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+from faulty import Died, FaultyClient, throttled
+from moto_env import Deployed, Host, LambdaContext, deployed, private_handler, serving_host
+from sample_events import sqs_batch
+
+from wakeup.errors import UnauthorizedError
+from wakeup.host_call import call_wake
+from wakeup.logic import instances
+from wakeup.logic.accounts import revoke_account
+from wakeup.logic.delivery import Caller, Result, Source
+from wakeup.logic.sweeper import sweep
+from wakeup.logic.wakes import register_wake
+from wakeup.model import Instance, TokenOwner, Trigger
+from wakeup.table import DynamoStore
+from wakeup.times import now
+from wakeup.tokens import TokenKind
+
+pytestmark = pytest.mark.usefixtures("metrics_namespace")
+
+
+@pytest.fixture
+def env(endpoint: str) -> Iterator[Deployed]:
+    with deployed(endpoint) as made:
+        yield made
+
+
+@pytest.fixture
+def host() -> Iterator[Host]:
+    with serving_host() as started:
+        yield started
+
+
+def due_wake(env: Deployed, url: str) -> Trigger:
+    return env.new_wake(env.new_instance(url), now() - timedelta(seconds=1))
+
+
+def after_the_lease(env: Deployed) -> timedelta:
+    """Far enough ahead that a claim taken now has ended, and the sweeper's grace passed too."""
+    return timedelta(seconds=env.settings.claim_lease_s + 2 + env.settings.sweep_grace_s + 1)
+
+
+def ahead(shift: timedelta) -> Callable[[], datetime]:
+    return lambda: now() + shift
+
+
+def swept_at(env: Deployed, moment: datetime) -> list[Trigger]:
+    env.triggers.sent.clear()
+    sweep(env.store, env.triggers, env.settings, moment)
+    return [sent for sent, _ in env.triggers.sent]
+
+
+# -- a caller that dies -------------------------------------------------------------------------
+
+
+def test_a_caller_dying_between_the_call_and_its_outcome_leaves_the_wake_to_a_call_after_the_lease(
+    env: Deployed, host: Host
+) -> None:
+    # given a caller that dies once the host has answered, before it records the answer
+    trigger = due_wake(env, host.url)
+
+    def call_then_die(*args: Any) -> Any:
+        call_wake(*args)
+        raise Died
+
+    with pytest.raises(Died):
+        Caller(env.store, env.triggers, env.settings, call=call_then_die).deliver(trigger, Source.QUEUE)
+    # then its claim holds off a copy of the trigger until the lease ends (never two calls at once)
+    assert Caller(env.store, env.triggers, env.settings).deliver(trigger, Source.QUEUE).result is Result.BUSY
+    assert len(host.calls) == 1
+    # and once the lease has ended, the sweeper arms the wake and the host is called again
+    shift = after_the_lease(env)
+    [rearmed] = swept_at(env, now() + shift)
+    assert rearmed == Trigger(trigger.instance_id, trigger.reg, 0, origin="sweeper")
+    later = Caller(env.store, env.triggers, env.settings, clock=ahead(shift))
+    delivery = later.deliver(rearmed, Source.QUEUE)
+    assert delivery.result is Result.CALLED and delivery.recorded
+    assert len(host.calls) == 2
+
+
+def test_a_caller_timing_out_in_the_middle_of_a_batch_leaves_no_wake_lost_or_called_twice_after_2xx(
+    env: Deployed,
+) -> None:
+    caller = private_handler("caller", env)
+    with serving_host() as done, serving_host() as interrupted:
+        # given a batch of two wakes, where the caller's time runs out during the second's call
+        first, second = due_wake(env, done.url), due_wake(env, interrupted.url)
+
+        def timing_out(url: str, *args: Any, **kwargs: Any) -> Any:
+            outcome = call_wake(url, *args, **kwargs)
+            if url.startswith(interrupted.url):
+                raise Died  # the function is stopped: nothing after this line runs
+            return outcome
+
+        caller.call_wake = timing_out  # type: ignore[attr-defined]
+        batch = sqs_batch(first, second)
+        with pytest.raises(Died):
+            caller.lambda_handler(batch, LambdaContext())
+        caller.call_wake = call_wake  # type: ignore[attr-defined]
+        assert (len(done.calls), len(interrupted.calls)) == (1, 1)
+
+        # when SQS delivers the whole batch again (the invocation failed, so none was deleted)
+        env.triggers.sent.clear()
+        assert caller.lambda_handler(batch, LambdaContext()) == {"batchItemFailures": []}
+        # then the wake that was called and recorded is not called again; the interrupted one is
+        # held by its claim and looked at again when the lease ends
+        assert (len(done.calls), len(interrupted.calls)) == (1, 1)
+        [(resent, delay_s)] = env.triggers.sent
+        assert resent == second and 0 < delay_s <= env.settings.claim_lease_s + 2
+
+        # and then it is called again, and recorded
+        shift = timedelta(seconds=env.settings.claim_lease_s + 3)
+        assert (
+            Caller(env.store, env.triggers, env.settings, clock=ahead(shift)).deliver(resent, Source.QUEUE).result
+            is Result.CALLED
+        )
+        assert (len(done.calls), len(interrupted.calls)) == (1, 2)
+    for trigger in (first, second):
+        instance = env.store.get_instance(trigger.instance_id)
+        assert instance is not None and instance.called_at is not None
+
+
+# -- the dead-letter queue ----------------------------------------------------------------------
+
+
+def dead_letter_queue_url(env: Deployed) -> str:
+    policy = env.clients.sqs.get_queue_attributes(QueueUrl=env.settings.queue_url, AttributeNames=["RedrivePolicy"])
+    arn = json.loads(policy["Attributes"]["RedrivePolicy"])["deadLetterTargetArn"]
+    url: str = env.clients.sqs.get_queue_url(QueueName=arn.rsplit(":", 1)[1])["QueueUrl"]
+    return url
+
+
+def as_event(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Messages received from SQS as Lambda's event source hands them to the function."""
+    template = sqs_batch("{}")["Records"][0]
+    return {
+        "Records": [
+            {**template, "messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"]}
+            for m in messages
+        ]
+    }
+
+
+def test_a_message_that_exhausts_its_redrive_is_recovered_by_the_sweeper(
+    env: Deployed, host: Host, metrics_namespace: None
+) -> None:
+    # given a wake whose message fails every time: the table throttles the caller's claim
+    trigger = env.new_wake(env.new_instance(host.url), now() - timedelta(minutes=2))
+    env.triggers.send(trigger, delay_s=0)
+    caller = private_handler("caller", env)
+    throttled_store = DynamoStore(
+        env.settings.table, client=FaultyClient(env.clients.dynamodb, update_item=throttled("UpdateItem"))
+    )
+    caller.get_store = lambda: throttled_store  # type: ignore[attr-defined]
+    # when SQS hands it over as often as the redrive policy allows, and each time it fails
+    # (VisibilityTimeout=0: seen again at once, rather than after the queue's 180 s)
+    receives = 0
+    while True:
+        found = env.clients.sqs.receive_message(
+            QueueUrl=env.settings.queue_url, VisibilityTimeout=0, AttributeNames=["All"]
+        ).get("Messages", [])
+        if not found:
+            break
+        receives += 1
+        # A batch whose every record failed raises (Powertools), so Lambda's event source mapping
+        # returns it whole, the message with it.
+        with pytest.raises(BatchProcessingError):
+            caller.lambda_handler(as_event(found), LambdaContext())
+    # then it rests in the dead-letter queue, never called
+    dead = env.clients.sqs.receive_message(QueueUrl=dead_letter_queue_url(env)).get("Messages", [])
+    assert receives == 5 and len(dead) == 1 and host.calls == []
+    # and once the table answers again, the sweeper finds the wake and it is called
+    [rearmed] = swept_at(env, now())
+    caller.get_store = lambda: env.store  # type: ignore[attr-defined]
+    assert caller.lambda_handler(sqs_batch(rearmed), LambdaContext()) == {"batchItemFailures": []}
+    assert len(host.calls) == 1
+
+
+# -- a registration racing a revocation ---------------------------------------------------------
+
+
+def revocable(env: Deployed, url: str) -> tuple[str, str]:
+    account = env.store.create_account("test", uuid.uuid4().hex, now())
+    instance = env.store.register_instance(account.id, url, f"token-{url}", now()).instance
+    return account.id, instance.id
+
+
+def test_a_wake_registered_just_before_its_account_is_revoked_is_never_called(env: Deployed, host: Host) -> None:
+    account_id, instance_id = revocable(env, host.url)
+    register_wake(env.store, env.triggers, instance_id, now(), now())
+    revoke_account(env.store, account_id)
+    [(armed, _)] = env.triggers.sent
+    delivery = Caller(env.store, env.triggers, env.settings).deliver(armed, Source.QUEUE)
+    assert delivery.result is Result.STALE and host.calls == []
+    assert swept_at(env, now() + after_the_lease(env)) == []
+
+
+def test_a_wake_registered_just_after_its_account_is_revoked_is_refused(env: Deployed, host: Host) -> None:
+    account_id, instance_id = revocable(env, host.url)
+    revoke_account(env.store, account_id)
+    with pytest.raises(UnauthorizedError):
+        register_wake(env.store, env.triggers, instance_id, now(), now())
+    assert env.triggers.sent == [] and env.triggers.scheduled == []
+
+
+def test_a_revocation_during_a_call_records_nothing_and_arms_nothing(env: Deployed) -> None:
+    with serving_host(delay_s=0.5, statuses=[503]) as slow:
+        account_id, instance_id = revocable(env, slow.url)
+        register_wake(env.store, env.triggers, instance_id, now(), now())
+        [(armed, _)] = env.triggers.sent
+        env.triggers.sent.clear()
+        during = threading.Thread(target=lambda: (slow.wait_for_calls(1, 5), revoke_account(env.store, account_id)))
+        during.start()
+        delivery = Caller(env.store, env.triggers, env.settings).deliver(armed, Source.QUEUE)
+        during.join()
+    assert delivery.result is Result.FAILED and not delivery.recorded and not delivery.retry_armed
+    assert env.triggers.sent == [] and swept_at(env, now() + after_the_lease(env)) == []
+
+
+class LaggingIndex(DynamoStore):
+    """The table, whose account index has not caught up with the newest instance when it is first
+    read: a global secondary index is eventually consistent ("Using Global Secondary Indexes in
+    DynamoDB", developer guide: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/GSI.html),
+    and moto's never lags."""
+
+    def __init__(self, env: Deployed, missing: str) -> None:
+        super().__init__(env.settings.table, env.clients.dynamodb)
+        self.missing = missing
+        self.reads = 0
+
+    def all_instances(self, account_id: str) -> list[Instance]:
+        self.reads += 1
+        found = super().all_instances(account_id)
+        return [instance for instance in found if instance.id != self.missing] if self.reads == 1 else found
+
+
+def test_an_instance_registered_just_before_its_accounts_revocation_is_revoked_though_the_index_lags(
+    env: Deployed, host: Host
+) -> None:
+    # given an account with an instance, and a second one registered the moment before revocation
+    account = env.store.create_account("test", uuid.uuid4().hex, now())
+    env.store.register_instance(account.id, host.url, uuid.uuid4().hex, now())
+    newest = env.store.register_instance(account.id, host.url + "/newest", "newest-token-hash", now()).instance
+    register_wake(env.store, env.triggers, newest.id, now(), now())
+    [(armed, _)] = env.triggers.sent
+    # when the account is revoked while the index does not list the newest instance yet
+    lagging = LaggingIndex(env, newest.id)
+    revoke_account(lagging, account.id, sleep=lambda _: None)
+    # then the newest instance is revoked all the same: its token is refused, its wake not called
+    assert env.store.owner_of("newest-token-hash") is None
+    assert Caller(env.store, env.triggers, env.settings).deliver(armed, Source.QUEUE).result is Result.STALE
+    assert host.calls == []
+
+
+# -- a DELETE or a URL move during a call -------------------------------------------------------
+
+
+def during_the_call(host: Host, change: Callable[[], object]) -> threading.Thread:
+    def when_called() -> None:
+        host.wait_for_calls(1, timeout_s=5)
+        change()
+
+    thread = threading.Thread(target=when_called)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("status", [200, 503])
+def test_a_delete_during_a_call_records_nothing_and_arms_nothing(env: Deployed, status: int) -> None:
+    with serving_host(delay_s=0.5, statuses=[status]) as slow:
+        account = env.store.create_account("test", uuid.uuid4().hex, now())
+        instance = env.store.register_instance(account.id, slow.url, f"delete-during-{status}", now()).instance
+        trigger = env.new_wake(instance.id, now() - timedelta(seconds=1))
+        owner = TokenOwner(TokenKind.ACCOUNT, account.id)
+        deleting = during_the_call(slow, lambda: instances.delete(env.store, env.triggers, owner, instance.id, now()))
+        delivery = Caller(env.store, env.triggers, env.settings).deliver(trigger, Source.QUEUE)
+        deleting.join()
+    assert not delivery.recorded and not delivery.retry_armed
+    assert env.store.get_instance(instance.id) is None
+    assert env.triggers.sent == [] and swept_at(env, now() + after_the_lease(env)) == []
+    assert len(slow.calls) == 1
+
+
+@pytest.mark.parametrize("status", [200, 503])
+def test_a_url_move_during_a_call_records_nothing_and_calls_neither_url_again(env: Deployed, status: int) -> None:
+    with serving_host(delay_s=0.5, statuses=[status]) as old, serving_host() as new:
+        account = env.store.create_account("test", uuid.uuid4().hex, now())
+        instance = env.store.register_instance(account.id, old.url, f"move-during-{status}", now()).instance
+        trigger = env.new_wake(instance.id, now() - timedelta(seconds=1))
+
+        moving = during_the_call(
+            old, lambda: env.store.register_instance(account.id, new.url, f"move-during-{status}", now())
+        )
+        delivery = Caller(env.store, env.triggers, env.settings).deliver(trigger, Source.QUEUE)
+        moving.join()
+        moved = env.store.get_instance(instance.id)
+        assert moved is not None and moved.url == new.url
+        assert (moved.at, moved.called_at, moved.attempts, moved.pending) == (None, None, 0, False)
+        assert not delivery.recorded and not delivery.retry_armed
+        assert env.triggers.sent == [] and swept_at(env, now() + after_the_lease(env)) == []
+        assert (len(old.calls), len(new.calls)) == (1, 0)
