@@ -1,18 +1,18 @@
 """How many batches an SQS event source mapping works at once, as Lambda scales it.
 
 From "Configuring scaling behavior for SQS event source mappings" (Lambda developer guide,
-services-sqs-scaling):
+services-sqs-scaling, the edition with provisioned mode):
 
-- Standard mode: "When messages are available, Lambda starts processing five batches at a time with
-  five concurrent invocations of your function. If messages are still available, Lambda increases
-  the number of processes that are reading batches by up to 300 more concurrent invokes per minute.
-  The maximum number of invokes that an event source mapping can process simultaneously is 1,250.
-  When traffic is low, Lambda scales back the processing to five concurrent invokes." A mapping's
-  `ScalingConfig.MaximumConcurrency` (2 to 1,000) caps it.
+- Standard mode: five batches at once when messages appear, "up to 300 more concurrent invokes per
+  minute" while they remain. "The maximum number of invokes that an event source mapping can process
+  simultaneously is 1,250", but "when your account's concurrency quota is set to the default value
+  of 1,000, an Amazon SQS event source mapping can scale to invoke function instances up to this
+  value": the mapping stops at the lower of 1,250 and the account's concurrency. A mapping's
+  `ScalingConfig.MaximumConcurrency` (2 to 1,000) caps it as well.
 - Provisioned mode (`ProvisionedPollerConfig`, exclusive with `MaximumConcurrency`): dedicated
   event pollers, `MinimumPollers` (default 2) always ready and at most `MaximumPollers` (default
-  200), each running up to 10 concurrent invokes, scaling by up to 1,000 concurrent invokes per
-  minute ("3 times faster scaling"; "Using Lambda with Amazon SQS", with-sqs, provisioned mode).
+  200), each running up to 10 concurrent invokes, "quickly adding up to 1,000 concurrency per
+  minute" (the same page).
 
 The growth is spread evenly (300 a minute is one more batch every 0.2 s), and it accrues only while
 the last receive found messages. The function's own concurrency bound caps the mapping as well.
@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 STANDARD_INITIAL = 5
 STANDARD_PER_MINUTE = 300
 STANDARD_MAXIMUM = 1250
+# "Lambda quotas": concurrent executions per account and Region, by default.
+ACCOUNT_CONCURRENCY = 1000
 PROVISIONED_INVOKES_PER_POLLER = 10
 PROVISIONED_PER_MINUTE = 1000
 DEFAULT_MINIMUM_POLLERS = 2
@@ -48,8 +50,13 @@ class Scaling:
     per_minute: float
 
     @classmethod
-    def standard(cls, maximum_concurrency: int | None = None, function_bound: int | None = None) -> Scaling:
-        maximum = _lowest(STANDARD_MAXIMUM, maximum_concurrency, function_bound)
+    def standard(
+        cls,
+        maximum_concurrency: int | None = None,
+        function_bound: int | None = None,
+        account_concurrency: int = ACCOUNT_CONCURRENCY,
+    ) -> Scaling:
+        maximum = _lowest(STANDARD_MAXIMUM, account_concurrency, maximum_concurrency, function_bound)
         return cls(min(STANDARD_INITIAL, maximum), maximum, STANDARD_PER_MINUTE)
 
     @classmethod

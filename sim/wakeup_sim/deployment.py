@@ -24,14 +24,15 @@ SCALING_ENVIRONMENTS_PER_S = 100.0
 SCALING_BURST = 1000
 # "Configure Lambda function memory": CPU in proportion to memory, one vCPU at 1,769 MB.
 MB_PER_VCPU = 1769
-# "Configuring scaling behavior for SQS event source mappings": five concurrent batches at first,
-# up to 300 more per minute while messages are available, at most 1,000.
+# "Configuring scaling behavior for SQS event source mappings" (services-sqs-scaling, the edition
+# with provisioned mode): five concurrent batches at first, up to 300 more per minute while messages
+# are available, at most 1,250, and no more than the account's concurrency (1,000 by default).
 ESM_INITIAL_CONCURRENCY = 5
 ESM_SCALE_UP_PER_S = 300 / 60
-ESM_MAX_CONCURRENCY = 1000
-# Provisioned mode ("Configuring provisioned mode for SQS event source mappings"): scales three
-# times faster; an event poller runs up to 10 concurrent invocations.
-PROVISIONED_SCALE_UP_PER_S = 3 * ESM_SCALE_UP_PER_S
+ESM_MAX_CONCURRENCY = 1250
+# Provisioned mode (the same page): "quickly adding up to 1,000 concurrency per minute"; an event
+# poller runs up to 10 concurrent invocations.
+PROVISIONED_SCALE_UP_PER_S = 1000 / 60
 INVOCATIONS_PER_POLLER = 10
 # "How Lambda handles errors and retries with asynchronous invocation": a function error is retried
 # twice, one minute then two minutes later; a throttled event is retried from 1 s, doubling to 5 min.

@@ -2,8 +2,9 @@
 
 "Configuring scaling behavior for SQS event source mappings" (Lambda developer guide): in the
 default mode a mapping starts with five concurrent batches, adds up to 300 a minute while messages
-are available, up to 1,000 or `MaximumConcurrency`; in provisioned mode it keeps `MinimumPollers`
-pollers ready (each up to 10 concurrent invocations) and scales three times faster. A batch is
+are available, up to 1,250, the account's concurrency or `MaximumConcurrency`; in provisioned mode it
+keeps `MinimumPollers` pollers ready (each up to 10 concurrent invocations) and adds up to 1,000 a
+minute. A batch is
 handed over when it holds `BatchSize` messages or the batching window ends ("Using Lambda with
 Amazon SQS"); records reported in `batchItemFailures` stay on the queue, the rest are deleted.
 "Use Lambda recursive loop detection": after about 16 hops of SQS -> function -> same SQS, Lambda
@@ -178,7 +179,8 @@ def for_deployment(
         scale = aws.PROVISIONED_SCALE_UP_PER_S
     else:
         floor = aws.ESM_INITIAL_CONCURRENCY
-        cap = min(deployment.maximum_concurrency or aws.ESM_MAX_CONCURRENCY, aws.ESM_MAX_CONCURRENCY)
+        limits = (deployment.maximum_concurrency, aws.ESM_MAX_CONCURRENCY, deployment.account_concurrency)
+        cap = min(limit for limit in limits if limit is not None)
         scale = aws.ESM_SCALE_UP_PER_S
     return EventSource(
         engine=engine,

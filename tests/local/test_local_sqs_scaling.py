@@ -155,7 +155,9 @@ def test_provisioned_mode_keeps_ten_invokes_per_minimum_poller_and_grows_a_thous
 
 def test_the_function_bound_caps_the_mapping() -> None:
     assert Scaling.standard(maximum_concurrency=100, function_bound=3) == Scaling(3, 3, 300)
-    assert Scaling.standard() == Scaling(5, 1250, 300)
+    # The mapping's own 1,250, below it the account's 1,000 by default (services-sqs-scaling).
+    assert Scaling.standard() == Scaling(5, 1000, 300)
+    assert Scaling.standard(account_concurrency=3000) == Scaling(5, 1250, 300)
     assert Scaling.standard(maximum_concurrency=100).unbounded() == Scaling(100, 100, 300)
 
 
@@ -224,7 +226,7 @@ REPO_TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
         ({}, Scaling(1000, 1000, 1000)),
         ({"CallerMinimumPollers": "2", "CallerMaximumPollers": "4"}, Scaling(20, 40, 1000)),
         # Provisioned mode off: Lambda's default scaling, five batches and 300 more a minute.
-        ({"CallerMinimumPollers": "0"}, Scaling(5, 1250, 300)),
+        ({"CallerMinimumPollers": "0"}, Scaling(5, 1000, 300)),
     ],
 )
 def test_the_callers_mapping_follows_the_templates_poller_and_batch_parameters(
