@@ -31,8 +31,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from wakeup_awsfacts.template import Resolver, Template
 from wakeup_local.functions import Functions, LocalFunction
-from wakeup_local.template import Resolver, Template
 
 if TYPE_CHECKING:
     from mypy_boto3_scheduler import EventBridgeSchedulerClient

@@ -3,7 +3,7 @@
 `MemoryStore` is a `Store`: the caller, the triggers' users and the sweeper take it as they take the
 real one, and tests/functional/test_store_contract.py runs one suite of conditions against both. It
 keeps the items as `Store` writes them (same attribute names and values), so that what each
-request costs is computed from DynamoDB's own rules (`wakeup_sim.capacity`), and asks its `Io`
+request costs is computed from DynamoDB's own rules (`wakeup_awsfacts.dynamodb`), and asks its `Io`
 for the time each request takes and whether DynamoDB's throughput admits it.
 """
 
@@ -38,7 +38,7 @@ from wakeup.store import (
 )
 from wakeup.times import format_time
 from wakeup.tokens import TokenKind
-from wakeup_sim.capacity import Index, item_size, read_units, write_units
+from wakeup_awsfacts.dynamodb import Index, item_size, read_units, write_units
 
 Item = dict[str, Any]
 _deserializer = TypeDeserializer()

@@ -23,8 +23,8 @@ from wakeup.model import Trigger
 from wakeup.store import BY_ACCOUNT, PENDING_WAKES, Store, _dump, _instance_key, pending_shard
 from wakeup.times import epoch_ms, now
 from wakeup.tokens import hash_token
-from wakeup_local.template import Resolver, load_template
-from wakeup_sim.capacity import indexes_of
+from wakeup_awsfacts.dynamodb import indexes_of
+from wakeup_awsfacts.template import Resolver, load_template
 from wakeup_sim.dynamodb import MemoryStore
 
 LEASE_MS = 30_000

@@ -16,11 +16,11 @@ import pytest
 from botocore.exceptions import ClientError
 from localstack_helpers import StartStack, handler_records, wait_until, warm_up
 
+from wakeup_awsfacts.template import Resolver, Template
 from wakeup_local.environment_pool import EnvironmentPool
 from wakeup_local.functions import Functions, FunctionSpec, LocalFunction
 from wakeup_local.scheduler import ExpressionError, firing_time, parse_at, parse_rate, recurring_schedules
 from wakeup_local.stack import LocalStack
-from wakeup_local.template import Resolver, Template
 
 EXACT = {"WAKEUP_LOCAL_EXACT_SCHEDULES": "1"}
 # How late a schedule may fire locally (the watcher reads moto every 0.2 s; firing itself is prompt).

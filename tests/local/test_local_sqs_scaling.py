@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from localstack_helpers import FIXTURE_DIR, FIXTURE_TEMPLATE, StartStack, fake_minter, wait_until
 
+from wakeup_awsfacts.sqs_scaling import Scaling
+from wakeup_awsfacts.template import Resolver, TemplateError, load_template
 from wakeup_local.sqs_poller import batching_of, scaling_of
-from wakeup_local.sqs_scaling import Concurrency, Counters, Sample, Scaling
+from wakeup_local.sqs_scaling import Concurrency, Counters, Sample
 from wakeup_local.stack import LocalStack
-from wakeup_local.template import Resolver, TemplateError, load_template
 
 # The fixture template: BurstFunction takes one record a batch from BurstQueue, 12 batches at once
 # at most (ScalingConfig.MaximumConcurrency), each taking a quarter of a second.
