@@ -24,6 +24,10 @@ ASYNC_THROTTLE_MAX_RETRY_S = 300.0
 # 16 invocations unless the function's RecursiveLoop is Allow.
 RECURSION_LIMIT = 16
 
+# --- SQS -----------------------------------------------------------------------------------------
+# "ReceiveMessage" and "DeleteMessageBatch" (Amazon SQS API reference): at most 10 messages a request.
+SQS_MAX_RECEIVE = 10
+
 # --- EventBridge Scheduler -----------------------------------------------------------------------
 # "Quotas for Amazon EventBridge Scheduler": invocations throttle limit 1,000 per second,
 # CreateSchedule 5,000 per second (us-east-1). A one-time schedule fires within its minute.

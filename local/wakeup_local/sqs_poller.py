@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from wakeup_awsfacts.quotas import SQS_MAX_RECEIVE
 from wakeup_awsfacts.sqs_scaling import MAXIMUM_CONCURRENCY_RANGE, MAXIMUM_POLLERS_RANGE, MINIMUM_POLLERS_RANGE, Scaling
 from wakeup_awsfacts.template import TemplateError
 from wakeup_local.functions import Functions, LocalFunction
@@ -52,7 +53,6 @@ MAX_BATCHING_WINDOW_S = 300
 LARGEST_BATCH_WITHOUT_WINDOW = 10
 # How often an idle receiver looks again: a message is handed over this soon after it is visible.
 POLL_INTERVAL_S = 0.05
-SQS_MAX_RECEIVE = 10
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from wakeup_awsfacts.quotas import RECURSION_LIMIT
+from wakeup_awsfacts.quotas import RECURSION_LIMIT, SQS_MAX_RECEIVE
 from wakeup_awsfacts.sqs_scaling import STANDARD_INITIAL, Scaling
 from wakeup_sim import deployment as aws
 from wakeup_sim.engine import Engine
 from wakeup_sim.lambdas import Function, Throttled
-from wakeup_sim.sqs import MAX_RECEIVE, Message, Queue
+from wakeup_sim.sqs import Message, Queue
 
 THROTTLED_RETRY_S = 1.0
 LONG_POLL_S = 20.0
@@ -70,7 +70,7 @@ class EventSource:
         for resume in self._filling:
             resume()
         self._filling.clear()
-        wanted = -(-self.queue.visible() // MAX_RECEIVE)
+        wanted = -(-self.queue.visible() // SQS_MAX_RECEIVE)
         while wanted > 0 and self._idle:
             since, resume = self._idle.popleft()
             self.idle_poll_s += self.engine.now - since
@@ -118,14 +118,14 @@ class EventSource:
                     self.engine.sleep(self.rng.random() * self.poll_interval_s)
                 continue
             self.engine.sleep(self.receive_latency_s)
-            batch = self.queue.receive(min(self.batch_size, MAX_RECEIVE))
+            batch = self.queue.receive(min(self.batch_size, SQS_MAX_RECEIVE))
             if not batch:
                 continue
             deadline = self.engine.now + self.window_s
             while len(batch) < self.batch_size:
                 if self.queue.visible():
                     self.engine.sleep(self.receive_latency_s)
-                    batch += self.queue.receive(min(self.batch_size - len(batch), MAX_RECEIVE))
+                    batch += self.queue.receive(min(self.batch_size - len(batch), SQS_MAX_RECEIVE))
                 elif self.engine.now < deadline:
                     self._wait_visible(deadline)
                 else:
