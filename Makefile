@@ -26,7 +26,7 @@ test: lint pytest
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy layers/wakeup/wakeup local/wakeup_local admin/wakeup_admin sim/wakeup_sim client/wakeup_client functions apidoc
+	$(BIN)/mypy layers/wakeup/wakeup local/wakeup_local admin/wakeup_admin sim/wakeup_sim awsfacts/wakeup_awsfacts calibrate/wakeup_calibrate client/wakeup_client functions apidoc
 	$(BIN)/cfn-lint template.yaml
 
 # The CPU-heavy simulations (marked in tests/conftest.py) in a phase of their own, after the tests
@@ -99,4 +99,4 @@ cost: $(STAMP)
 # the same bursts on the local stack and in the simulator, and prints both (docs/scaling.md).
 .PHONY: calibrate
 calibrate: $(STAMP)
-	PYTHONPATH=. $(BIN)/python -m wakeup_sim --calibrate
+	PYTHONPATH=. $(BIN)/python -m wakeup_calibrate

@@ -27,7 +27,7 @@ from bench.parameters import ParameterError, check, parse
 from bench.stats import table
 from wakeup.logic.sweeper import Sweep, publish
 from wakeup.observability import metrics
-from wakeup_local.template import SERVERLESS_FUNCTION, Resolver, load_template
+from wakeup_awsfacts.template import SERVERLESS_FUNCTION, Resolver, load_template
 from wakeup_sim import report
 from wakeup_sim.deployment import TEMPLATE, Deployment, from_template
 from wakeup_sim.scenarios import T0, Scenario, run

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.stats import median, table
+from wakeup_awsfacts.template import Resolver, load_template
 from wakeup_local.functions import FunctionSpec, function_specs
-from wakeup_local.template import Resolver, load_template
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / "bench" / ".venv"

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import table
-from wakeup_local.template import SERVERLESS_FUNCTION, Resolver, load_template
+from wakeup_awsfacts.template import SERVERLESS_FUNCTION, Resolver, load_template
 from wakeup_sim import capacity
 
 ROOT = Path(__file__).resolve().parents[1]

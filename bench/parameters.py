@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from wakeup_local.template import Template
+from wakeup_awsfacts.template import Template
 
 
 class ParameterError(ValueError):

@@ -187,7 +187,7 @@ class BenchStack:
     """The child above, started with `env` added to this process's environment."""
 
     def __init__(self, env: Mapping[str, str], module: str = "bench.stack") -> None:
-        """`module`: the child's module (`wakeup_sim.local_trace` runs this one, traced)."""
+        """`module`: the child's module (`wakeup_calibrate.local_trace` runs this one, traced)."""
         self._output = tempfile.NamedTemporaryFile(prefix="wakeup-bench-functions-", suffix=".log", delete=False)
         self._output.close()
         # The stack's own log, kept when it fails.

@@ -16,8 +16,8 @@ import threading
 from types import FrameType
 
 from wakeup.settings import SettingsError
+from wakeup_awsfacts.template import TemplateError
 from wakeup_local.stack import LocalStack
-from wakeup_local.template import TemplateError
 
 log = logging.getLogger("wakeup_local")
 

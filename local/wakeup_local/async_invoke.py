@@ -41,9 +41,10 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from wakeup_awsfacts.quotas import ASYNC_ERROR_RETRY_DELAYS_S
+from wakeup_awsfacts.template import Resolver, Template, TemplateError
 from wakeup_local.functions import FunctionError, Functions, LocalFunction
 from wakeup_local.resources import StackResources
-from wakeup_local.template import Resolver, Template, TemplateError
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -54,7 +55,7 @@ DEFAULT_RETRY_ATTEMPTS = 2
 DEFAULT_MAX_EVENT_AGE_S = 21_600
 MAX_EVENT_AGE_RANGE_S = (60, 21_600)
 # The wait before the n-th retry (1-based): one minute, then two.
-RETRY_WAITS_S = (60.0, 120.0)
+RETRY_WAITS_S = ASYNC_ERROR_RETRY_DELAYS_S
 # Asynchronous invocations run side by side up to this many at a time (each still waits for the
 # function's own bound).
 WORKERS = 64

@@ -21,11 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wakeup_local.aws import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY
-from wakeup_local.environment import RUNTIME_CLIENT, EnvironmentSettings, ExecutionEnvironment, FunctionError
-from wakeup_local.environment_pool import EnvironmentPool, Throttled
-from wakeup_local.lambda_logs import FunctionLog
-from wakeup_local.template import (
+from wakeup_awsfacts.quotas import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
+from wakeup_awsfacts.template import (
     NO_VALUE,
     SERVERLESS_FUNCTION,
     Resolver,
@@ -33,14 +30,16 @@ from wakeup_local.template import (
     TemplateError,
     function_arn,
 )
+from wakeup_local.aws import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY
+from wakeup_local.environment import RUNTIME_CLIENT, EnvironmentSettings, ExecutionEnvironment, FunctionError
+from wakeup_local.environment_pool import EnvironmentPool, Throttled
+from wakeup_local.lambda_logs import FunctionLog
 
 __all__ = ["FunctionError", "FunctionSpec", "Functions", "LocalFunction", "Throttled", "function_specs"]
 
 log = logging.getLogger(__name__)
 
-# Lambda's defaults when neither the function nor Globals say.
-DEFAULT_MEMORY_MB = 128
-DEFAULT_TIMEOUT_S = 3.0
+# Lambda's defaults when neither the function nor Globals say (memory and timeout: `quotas`).
 DEFAULT_RUNTIME = "python3.13"
 
 # Settings the person starting the local stack may set in its environment to override the template
@@ -261,26 +260,12 @@ def function_specs(
     """
     process_env = dict(os.environ if process_env is None else process_env)
     specs = []
-    for logical_id, definition in template.of_type(SERVERLESS_FUNCTION):
+    for logical_id, _ in template.of_type(SERVERLESS_FUNCTION):
         if not resolver.is_created(logical_id):
             continue
-        properties = _with_globals(template.function_globals, definition.get("Properties") or {})
+        properties = template.function_properties(logical_id)
         specs.append(_spec(logical_id, properties, template, resolver, process_env))
     return specs
-
-
-def _with_globals(globals_: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
-    """SAM's merge: maps merge (the function's keys win), lists add up, other values are replaced."""
-    merged: dict[str, Any] = dict(globals_)
-    for key, value in own.items():
-        current = merged.get(key)
-        if isinstance(current, dict) and isinstance(value, dict):
-            merged[key] = _with_globals(current, value)
-        elif isinstance(current, list) and isinstance(value, list):
-            merged[key] = current + value
-        else:
-            merged[key] = value
-    return merged
 
 
 def _spec(

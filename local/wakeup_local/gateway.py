@@ -29,8 +29,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
+from wakeup_awsfacts.template import ACCOUNT_ID
 from wakeup_local.functions import Functions, LocalFunction
-from wakeup_local.template import ACCOUNT_ID
 from wakeup_local.throttling import TokenBucket
 
 log = logging.getLogger(__name__)

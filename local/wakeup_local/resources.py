@@ -7,8 +7,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from wakeup_local.aws import AwsClients
-from wakeup_local.template import (
+from wakeup_awsfacts.template import (
     DYNAMODB_TABLE,
     SCHEDULE_GROUP,
     SECRET,
@@ -17,6 +16,7 @@ from wakeup_local.template import (
     Template,
     TemplateError,
 )
+from wakeup_local.aws import AwsClients
 
 log = logging.getLogger(__name__)
 

@@ -31,8 +31,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from wakeup_awsfacts.quotas import SCHEDULER_WINDOW_S
+from wakeup_awsfacts.template import Resolver, Template
 from wakeup_local.functions import Functions, LocalFunction
-from wakeup_local.template import Resolver, Template
 
 if TYPE_CHECKING:
     from mypy_boto3_scheduler import EventBridgeSchedulerClient
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 InvokeAsync = Callable[[LocalFunction, Any], Any]
 
 # Scheduler fires a one-time schedule anywhere within the minute it names.
-FIRING_WINDOW_S = 60.0
+FIRING_WINDOW_S = SCHEDULER_WINDOW_S
 POLL_INTERVAL_S = 0.2
 
 _AT = re.compile(r"at\((\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\)")

@@ -1,6 +1,6 @@
 """Lambda's SQS event source mapping, for the template's `Type: SQS` events.
 
-Each mapping works as many batches at once as Lambda's scaling allows (sqs_scaling.py: five when
+Each mapping works as many batches at once as Lambda's scaling allows (`wakeup_awsfacts.sqs_scaling`: five when
 messages appear, up to 300 more a minute while they remain, capped by `ScalingConfig` or the
 function's bound; `ProvisionedPollerConfig` for provisioned mode). One receiver per mapping
 short-polls the queue (moto's long polling only wakes for new messages, not for delayed ones coming
@@ -30,10 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from wakeup_awsfacts.quotas import SQS_MAX_RECEIVE
+from wakeup_awsfacts.sqs_scaling import MAXIMUM_CONCURRENCY_RANGE, MAXIMUM_POLLERS_RANGE, MINIMUM_POLLERS_RANGE, Scaling
+from wakeup_awsfacts.template import TemplateError
 from wakeup_local.functions import Functions, LocalFunction
 from wakeup_local.resources import Queue, StackResources
-from wakeup_local.sqs_scaling import Concurrency, Counters, Scaling
-from wakeup_local.template import TemplateError
+from wakeup_local.sqs_scaling import Concurrency, Counters
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -49,11 +51,8 @@ MAX_BATCH_SIZE = 10_000
 MAX_FIFO_BATCH_SIZE = 10
 MAX_BATCHING_WINDOW_S = 300
 LARGEST_BATCH_WITHOUT_WINDOW = 10
-# ScalingConfig.MaximumConcurrency: 2 to 1,000 (AWS::Lambda::EventSourceMapping ScalingConfig).
-MAXIMUM_CONCURRENCY_RANGE = (2, 1000)
 # How often an idle receiver looks again: a message is handed over this soon after it is visible.
 POLL_INTERVAL_S = 0.05
-SQS_MAX_RECEIVE = 10
 
 
 @dataclass(frozen=True)
@@ -125,8 +124,11 @@ def scaling_of(name: str, properties: Mapping[str, Any], function_bound: int | N
     if provisioned is not None:
         minimum = _optional_int(provisioned.get("MinimumPollers"))
         maximum = _optional_int(provisioned.get("MaximumPollers"))
-        if (minimum is not None and not 2 <= minimum <= 200) or (maximum is not None and not 2 <= maximum <= 2000):
-            raise TemplateError(f"{name}: MinimumPollers must be from 2 to 200, and MaximumPollers from 2 to 2000")
+        if not (_within(minimum, MINIMUM_POLLERS_RANGE) and _within(maximum, MAXIMUM_POLLERS_RANGE)):
+            (low, high), (low_max, high_max) = MINIMUM_POLLERS_RANGE, MAXIMUM_POLLERS_RANGE
+            raise TemplateError(
+                f"{name}: MinimumPollers must be from {low} to {high}, and MaximumPollers from {low_max} to {high_max}"
+            )
         if minimum is not None and maximum is not None and minimum > maximum:
             raise TemplateError(f"{name}: MinimumPollers is more than MaximumPollers")
         return Scaling.provisioned(minimum, maximum, function_bound)
@@ -136,6 +138,10 @@ def scaling_of(name: str, properties: Mapping[str, Any], function_bound: int | N
             raise TemplateError(f"{name}: ScalingConfig.MaximumConcurrency must be from {low} to {high}")
         return Scaling.standard(int(maximum_concurrency), function_bound)
     return Scaling.standard(None, function_bound)
+
+
+def _within(value: int | None, limits: tuple[int, int]) -> bool:
+    return value is None or limits[0] <= value <= limits[1]
 
 
 def _optional_int(value: Any) -> int | None:

@@ -1,19 +1,6 @@
-"""How many batches an SQS event source mapping works at once, as Lambda scales it.
+"""The local stack's event source mapping concurrency: slots that its SQS poller takes and gives back.
 
-From "Configuring scaling behavior for SQS event source mappings" (Lambda developer guide,
-services-sqs-scaling):
-
-- Standard mode: "When messages are available, Lambda starts processing five batches at a time with
-  five concurrent invocations of your function. If messages are still available, Lambda increases
-  the number of processes that are reading batches by up to 300 more concurrent invokes per minute.
-  The maximum number of invokes that an event source mapping can process simultaneously is 1,250.
-  When traffic is low, Lambda scales back the processing to five concurrent invokes." A mapping's
-  `ScalingConfig.MaximumConcurrency` (2 to 1,000) caps it.
-- Provisioned mode (`ProvisionedPollerConfig`, exclusive with `MaximumConcurrency`): dedicated
-  event pollers, `MinimumPollers` (default 2) always ready and at most `MaximumPollers` (default
-  200), each running up to 10 concurrent invokes, scaling by up to 1,000 concurrent invokes per
-  minute ("3 times faster scaling"; "Using Lambda with Amazon SQS", with-sqs, provisioned mode).
-
+How many slots there are, and how fast they grow, is Lambda's rule (`wakeup_awsfacts.sqs_scaling`).
 The growth is spread evenly (300 a minute is one more batch every 0.2 s), and it accrues only while
 the last receive found messages. The function's own concurrency bound caps the mapping as well.
 Left out: the optimisation down to 2 pollers, and the backing off when the function is throttled.
@@ -27,46 +14,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-STANDARD_INITIAL = 5
-STANDARD_PER_MINUTE = 300
-STANDARD_MAXIMUM = 1250
-PROVISIONED_INVOKES_PER_POLLER = 10
-PROVISIONED_PER_MINUTE = 1000
-DEFAULT_MINIMUM_POLLERS = 2
-DEFAULT_MAXIMUM_POLLERS = 200
+from wakeup_awsfacts.sqs_scaling import Scaling
+
 # How many changes of concurrency a mapping remembers for its counters.
 SAMPLES_KEPT = 100_000
-
-
-@dataclass(frozen=True)
-class Scaling:
-    """`initial` batches at once when messages appear, and the floor it scales back to; up to
-    `maximum`, growing by `per_minute` while messages remain."""
-
-    initial: int
-    maximum: int
-    per_minute: float
-
-    @classmethod
-    def standard(cls, maximum_concurrency: int | None = None, function_bound: int | None = None) -> Scaling:
-        maximum = _lowest(STANDARD_MAXIMUM, maximum_concurrency, function_bound)
-        return cls(min(STANDARD_INITIAL, maximum), maximum, STANDARD_PER_MINUTE)
-
-    @classmethod
-    def provisioned(
-        cls, minimum_pollers: int | None, maximum_pollers: int | None, function_bound: int | None = None
-    ) -> Scaling:
-        least = (minimum_pollers or DEFAULT_MINIMUM_POLLERS) * PROVISIONED_INVOKES_PER_POLLER
-        maximum = _lowest((maximum_pollers or DEFAULT_MAXIMUM_POLLERS) * PROVISIONED_INVOKES_PER_POLLER, function_bound)
-        return cls(min(least, maximum), maximum, PROVISIONED_PER_MINUTE)
-
-    def unbounded(self) -> Scaling:
-        """The local developer's setting: everything at once, from the start."""
-        return Scaling(self.maximum, self.maximum, self.per_minute)
-
-
-def _lowest(*limits: int | None) -> int:
-    return min(limit for limit in limits if limit is not None)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from wakeup.addresses import LOOPBACK_CIDRS
+from wakeup_awsfacts.template import Resolver, TemplateError, load_template
 from wakeup_local.async_invoke import AsyncInvoker, Attempt, event_invoke_configs
 from wakeup_local.aws import AwsClients, make_clients
 from wakeup_local.functions import Functions, FunctionSpec, function_specs, make_functions
@@ -30,7 +31,6 @@ from wakeup_local.resources import StackResources, create_resources
 from wakeup_local.scheduler import RecurringRunner, ScheduleWatcher, recurring_schedules
 from wakeup_local.sqs_poller import SqsPoller, event_sources
 from wakeup_local.sqs_scaling import Counters
-from wakeup_local.template import Resolver, TemplateError, load_template
 from wakeup_local.throttling import api_throttles, route_buckets
 
 log = logging.getLogger(__name__)

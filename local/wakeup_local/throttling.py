@@ -20,14 +20,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from wakeup_local.template import Resolver, Template
+from wakeup_awsfacts.quotas import API_ACCOUNT_BURST, API_ACCOUNT_RATE
+from wakeup_awsfacts.template import Resolver, Template
 
 SERVERLESS_HTTP_API = "AWS::Serverless::HttpApi"
 # The API SAM makes for HttpApi events that name no ApiId.
 IMPLICIT_HTTP_API = "ServerlessHttpApi"
 # The account's limits per Region, which apply where the API sets none.
-ACCOUNT_RATE_LIMIT = 10_000.0
-ACCOUNT_BURST_LIMIT = 5_000
+ACCOUNT_RATE_LIMIT = float(API_ACCOUNT_RATE)
+ACCOUNT_BURST_LIMIT = API_ACCOUNT_BURST
 
 
 @dataclass

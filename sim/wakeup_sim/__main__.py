@@ -47,16 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-plots", action="store_true", help="draw no PNG")
     parser.add_argument("--workers", type=int, default=2, help="processes (scenarios run in parallel)")
     parser.add_argument("--costs", action="store_true", help="print each scenario's cost per wake, line by line")
-    parser.add_argument(
-        "--calibrate",
-        action="store_true",
-        help="measure the local stack, run its bursts there and here, and print both (a few minutes)",
-    )
     args = parser.parse_args(argv)
-    if args.calibrate:
-        from wakeup_sim import calibrate
-
-        return calibrate.main()
     chosen = [s for s in SCENARIOS if not args.only or args.only in s.name]
     plots = None if args.no_plots else PLOTS
     if plots is not None:

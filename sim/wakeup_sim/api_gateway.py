@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from wakeup_sim import deployment as aws
+from wakeup_awsfacts import quotas
 from wakeup_sim.engine import Engine
 from wakeup_sim.lambdas import Throttled
 from wakeup_sim.throughput import Bucket
@@ -46,8 +46,8 @@ class ApiGateway:
         engine: Engine,
         route_rate: float,
         route_burst: float,
-        account_rate: float = aws.API_ACCOUNT_RATE,
-        account_burst: float = aws.API_ACCOUNT_BURST,
+        account_rate: float = quotas.API_ACCOUNT_RATE,
+        account_burst: float = quotas.API_ACCOUNT_BURST,
     ) -> None:
         self.engine = engine
         self.account = Bucket(account_rate, account_burst, engine.now)

@@ -1,8 +1,9 @@
-"""The deployment the simulation runs: template.yaml's settings, and AWS's quotas with their sources.
+"""The deployment the simulation runs: template.yaml's settings, and the quotas in force.
 
 Every figure the template sets (memory, batch size and window, the event source's scaling, the
 API's throttling, the schedule lead, the table's indexes ...) is read from template.yaml, so the
 simulation runs what `sam deploy` would deploy; a scenario may override any of them to try a lever.
+AWS's quotas are `wakeup_awsfacts`'s; what this service's own code costs in time is here.
 """
 
 from collections.abc import Mapping
@@ -11,51 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from wakeup.settings import Settings
-from wakeup_local.template import Resolver, Template, load_template
-from wakeup_sim.capacity import Index, indexes_of
+from wakeup_awsfacts.dynamodb import TABLE_READ_UNITS_PER_S, TABLE_WRITE_UNITS_PER_S, Index, indexes_of
+from wakeup_awsfacts.quotas import (
+    ACCOUNT_CONCURRENCY,
+    DEFAULT_MEMORY_MB,
+    DEFAULT_TIMEOUT_S,
+    SCHEDULER_INVOCATIONS_PER_S,
+)
+from wakeup_awsfacts.template import Resolver, Template, load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
-
-# --- AWS's documented quotas and behaviours ------------------------------------------------------
-# "Lambda quotas": 1,000 concurrent executions per account and Region by default.
-ACCOUNT_CONCURRENCY = 1000
-# "Lambda scaling behavior": each function gains at most 1,000 execution environments every 10 s.
-SCALING_ENVIRONMENTS_PER_S = 100.0
-SCALING_BURST = 1000
-# "Configure Lambda function memory": CPU in proportion to memory, one vCPU at 1,769 MB.
-MB_PER_VCPU = 1769
-# "Configuring scaling behavior for SQS event source mappings": five concurrent batches at first,
-# up to 300 more per minute while messages are available, at most 1,000.
-ESM_INITIAL_CONCURRENCY = 5
-ESM_SCALE_UP_PER_S = 300 / 60
-ESM_MAX_CONCURRENCY = 1000
-# Provisioned mode ("Configuring provisioned mode for SQS event source mappings"): scales three
-# times faster; an event poller runs up to 10 concurrent invocations.
-PROVISIONED_SCALE_UP_PER_S = 3 * ESM_SCALE_UP_PER_S
-INVOCATIONS_PER_POLLER = 10
-# "How Lambda handles errors and retries with asynchronous invocation": a function error is retried
-# twice, one minute then two minutes later; a throttled event is retried from 1 s, doubling to 5 min.
-ASYNC_ERROR_RETRY_DELAYS_S = (60.0, 120.0)
-ASYNC_THROTTLE_FIRST_RETRY_S = 1.0
-ASYNC_THROTTLE_MAX_RETRY_S = 300.0
-# "Quotas for Amazon EventBridge Scheduler": invocations throttle limit 1,000 per second,
-# CreateSchedule 5,000 per second (us-east-1). A one-time schedule fires within its minute.
-SCHEDULER_INVOCATIONS_PER_S = 1000
-SCHEDULER_CREATE_PER_S = 5000
-SCHEDULER_WINDOW_S = 60.0
-# "Amazon API Gateway quotas": 10,000 requests per second per account and Region, burst 5,000.
-API_ACCOUNT_RATE = 10000
-API_ACCOUNT_BURST = 5000
-# "Understanding DynamoDB warm throughput" / "Pre-warming a table for on-demand capacity mode": a new
-# on-demand table sustains 4,000 writes and 12,000 reads a second; each partition 1,000 write and
-# 3,000 read units a second, an index's partition key value included.
-TABLE_WRITE_UNITS_PER_S = 4000
-TABLE_READ_UNITS_PER_S = 12000
-PARTITION_WRITE_UNITS_PER_S = 1000
-# "Use Lambda recursive loop detection": an SQS -> Lambda -> same SQS chain is stopped after about
-# 16 invocations unless the function's RecursiveLoop is Allow.
-RECURSION_LIMIT = 16
 
 # --- what this service's code costs in time (measured here, see docs/benchmark.md) --------------
 # Init of the caller's module and clients in a fresh process at one vCPU (bench "whole process").
@@ -107,8 +74,8 @@ class Deployment:
         return replace(self, settings=settings, **own)
 
 
-def _caller_event(function: dict[str, Any]) -> dict[str, Any]:
-    for event in function["Properties"].get("Events", {}).values():
+def _caller_event(properties: dict[str, Any]) -> dict[str, Any]:
+    for event in properties.get("Events", {}).values():
         if event.get("Type") == "SQS":
             return dict(event["Properties"])
     raise ValueError("the caller has no SQS event")
@@ -119,11 +86,10 @@ def from_template(path: Path = TEMPLATE, parameters: Mapping[str, str] | None = 
     template: Template = load_template(path)
     resolver = Resolver(template, stack_name="sim", region="us-east-1", parameter_overrides=dict(parameters or {}))
     defaults = {name: str(p.get("Default", "")) for name, p in template.parameters.items()} | dict(parameters or {})
-    globals_ = resolver.resolve(template.function_globals)
-    caller = template.resources["CallerFunction"]
-    caller_properties = resolver.resolve({k: v for k, v in caller["Properties"].items() if k != "Events"})
-    wake_properties = resolver.resolve(template.resources["WakeFunction"]["Properties"])
-    sweeper_properties = resolver.resolve(template.resources["SweeperFunction"]["Properties"])
+    caller = template.function_properties("CallerFunction")
+    caller_properties = resolver.resolve({k: v for k, v in caller.items() if k != "Events"})
+    wake_properties = resolver.resolve(template.function_properties("WakeFunction"))
+    sweeper_properties = resolver.resolve(template.function_properties("SweeperFunction"))
     event = resolver.resolve(_caller_event(caller))
     queue = resolver.resolve(template.resources["CallerQueue"]["Properties"])
     table = resolver.resolve(template.resources["Table"]["Properties"])
@@ -144,10 +110,10 @@ def from_template(path: Path = TEMPLATE, parameters: Mapping[str, str] | None = 
     return Deployment(
         settings=settings,
         indexes=indexes_of(template, resolver),
-        caller_memory_mb=int(caller_properties.get("MemorySize", globals_.get("MemorySize", 128))),
-        caller_timeout_s=float(caller_properties.get("Timeout", globals_.get("Timeout", 3))),
-        wake_memory_mb=int(wake_properties.get("MemorySize", globals_.get("MemorySize", 128))),
-        sweeper_memory_mb=int(sweeper_properties.get("MemorySize", globals_.get("MemorySize", 128))),
+        caller_memory_mb=int(caller_properties.get("MemorySize", DEFAULT_MEMORY_MB)),
+        caller_timeout_s=float(caller_properties.get("Timeout", DEFAULT_TIMEOUT_S)),
+        wake_memory_mb=int(wake_properties.get("MemorySize", DEFAULT_MEMORY_MB)),
+        sweeper_memory_mb=int(sweeper_properties.get("MemorySize", DEFAULT_MEMORY_MB)),
         batch_size=int(event.get("BatchSize", 10)),
         batching_window_s=float(event.get("MaximumBatchingWindowInSeconds", 0)),
         maximum_concurrency=int(scaling["MaximumConcurrency"]) if "MaximumConcurrency" in scaling else None,

@@ -4,7 +4,7 @@
 it as they take `DynamoStore`, and tests/functional/test_store_contract.py runs one suite of
 conditions against both. It keeps the items as `DynamoStore` writes them (same attribute names and
 values), so that what each request costs is computed from DynamoDB's own rules
-(`wakeup_sim.capacity`), and asks its `Io` for the time each request takes and whether DynamoDB's
+(`wakeup_awsfacts.dynamodb`), and asks its `Io` for the time each request takes and whether DynamoDB's
 throughput admits it. The writes the simulation makes are its own; the other requests are
 `DynamoStore`'s, made through a client that answers from memory.
 """
@@ -43,7 +43,7 @@ from wakeup.table.mechanics import BATCH_GET_KEYS
 from wakeup.table.registrations import registration_stands
 from wakeup.times import format_time
 from wakeup.tokens import TokenKind
-from wakeup_sim.capacity import Index, item_size, read_units, write_units
+from wakeup_awsfacts.dynamodb import Index, item_size, read_units, write_units
 
 Item = dict[str, Any]
 _deserializer = TypeDeserializer()

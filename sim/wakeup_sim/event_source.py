@@ -1,11 +1,10 @@
 """Lambda's SQS event source mapping: pollers, batches, the batching window, and scaling.
 
-"Configuring scaling behavior for SQS event source mappings" (Lambda developer guide): in the
-default mode a mapping starts with five concurrent batches, adds up to 300 a minute while messages
-are available, up to 1,000 or `MaximumConcurrency`; in provisioned mode it keeps `MinimumPollers`
-pollers ready (each up to 10 concurrent invocations) and scales three times faster. A batch is
-handed over when it holds `BatchSize` messages or the batching window ends ("Using Lambda with
-Amazon SQS"); records reported in `batchItemFailures` stay on the queue, the rest are deleted.
+It scales by Lambda's rule (`wakeup_awsfacts.sqs_scaling`): in the default mode five concurrent
+batches at first, more while messages are available; in provisioned mode `MinimumPollers` pollers
+ready, each long-polling the queue and running up to 10 concurrent invocations. A batch is handed
+over when it holds `BatchSize` messages or the batching window ends ("Using Lambda with Amazon SQS");
+records reported in `batchItemFailures` stay on the queue, the rest are deleted.
 "Use Lambda recursive loop detection": after about 16 hops of SQS -> function -> same SQS, Lambda
 stops invoking for the message unless the function's RecursiveLoop is Allow.
 """
@@ -16,10 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from wakeup_awsfacts.quotas import RECURSION_LIMIT, SQS_MAX_RECEIVE
+from wakeup_awsfacts.sqs_scaling import STANDARD_INITIAL, Scaling
 from wakeup_sim import deployment as aws
 from wakeup_sim.engine import Engine
 from wakeup_sim.lambdas import Function, Throttled
-from wakeup_sim.sqs import MAX_RECEIVE, Message, Queue
+from wakeup_sim.sqs import Message, Queue
 
 THROTTLED_RETRY_S = 1.0
 LONG_POLL_S = 20.0
@@ -38,7 +39,7 @@ class EventSource:
     scale_up_per_s: float
     floor: int
     recursion_allowed: bool
-    resting: int = aws.ESM_INITIAL_CONCURRENCY  # pollers of a mapping with nothing to do
+    resting: int = STANDARD_INITIAL  # pollers of a mapping with nothing to do
     target: float = 0.0
     pollers: int = 0
     batches: int = 0
@@ -69,7 +70,7 @@ class EventSource:
         for resume in self._filling:
             resume()
         self._filling.clear()
-        wanted = -(-self.queue.visible() // MAX_RECEIVE)
+        wanted = -(-self.queue.visible() // SQS_MAX_RECEIVE)
         while wanted > 0 and self._idle:
             since, resume = self._idle.popleft()
             self.idle_poll_s += self.engine.now - since
@@ -117,14 +118,14 @@ class EventSource:
                     self.engine.sleep(self.rng.random() * self.poll_interval_s)
                 continue
             self.engine.sleep(self.receive_latency_s)
-            batch = self.queue.receive(min(self.batch_size, MAX_RECEIVE))
+            batch = self.queue.receive(min(self.batch_size, SQS_MAX_RECEIVE))
             if not batch:
                 continue
             deadline = self.engine.now + self.window_s
             while len(batch) < self.batch_size:
                 if self.queue.visible():
                     self.engine.sleep(self.receive_latency_s)
-                    batch += self.queue.receive(min(self.batch_size - len(batch), MAX_RECEIVE))
+                    batch += self.queue.receive(min(self.batch_size - len(batch), SQS_MAX_RECEIVE))
                 elif self.engine.now < deadline:
                     self._wait_visible(deadline)
                 else:
@@ -137,7 +138,7 @@ class EventSource:
 
     def _invoke(self, batch: list[Message]) -> None:
         hops = max(message.hops for message in batch)
-        if hops >= aws.RECURSION_LIMIT and not self.recursion_allowed:
+        if hops >= RECURSION_LIMIT and not self.recursion_allowed:
             # Lambda stops the loop: the messages go to the dead-letter queue, or are dropped.
             self.stopped_loops += len(batch)
             for message in batch:
@@ -163,23 +164,18 @@ def for_deployment(
     function: Function,
     deployment: Any,
     warm: bool,
-    scaling: tuple[int, int, float] | None = None,
+    scaling: Scaling | None = None,
 ) -> EventSource:
     """The caller's mapping as the template configures it, cold (five batches) or already scaled;
-    or with `scaling` (initial batches, most, more a minute): the local stack's poller."""
-    resting = aws.ESM_INITIAL_CONCURRENCY
-    if scaling is not None:
-        floor, cap, scale = scaling[0], scaling[1], scaling[2] / 60
-    elif deployment.minimum_pollers is not None:
-        floor = aws.INVOCATIONS_PER_POLLER * deployment.minimum_pollers
-        # Each of the minimum pollers long-polls the queue; each runs up to 10 invocations.
+    or with `scaling`: the local stack's poller, as it scales on this machine."""
+    resting = STANDARD_INITIAL
+    if scaling is None and deployment.minimum_pollers is not None:
+        scaling = Scaling.provisioned(deployment.minimum_pollers, deployment.maximum_pollers)
+        # Each of the minimum pollers long-polls the queue.
         resting = deployment.minimum_pollers
-        cap = aws.INVOCATIONS_PER_POLLER * (deployment.maximum_pollers or 200)
-        scale = aws.PROVISIONED_SCALE_UP_PER_S
-    else:
-        floor = aws.ESM_INITIAL_CONCURRENCY
-        cap = min(deployment.maximum_concurrency or aws.ESM_MAX_CONCURRENCY, aws.ESM_MAX_CONCURRENCY)
-        scale = aws.ESM_SCALE_UP_PER_S
+    elif scaling is None:
+        scaling = Scaling.standard(deployment.maximum_concurrency, account_concurrency=deployment.account_concurrency)
+    floor, cap, scale = scaling.initial, scaling.maximum, scaling.per_minute / 60
     return EventSource(
         engine=engine,
         queue=queue,

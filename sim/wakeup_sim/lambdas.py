@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from wakeup_awsfacts import quotas
 from wakeup_sim import deployment as aws
 from wakeup_sim.engine import Cpu, Engine, Machine
 from wakeup_sim.throughput import Bucket, Cpus
@@ -65,7 +66,7 @@ class Function:
 
     @property
     def vcpus(self) -> float:
-        return 1.0 if self.machine is not None else min(self.memory_mb / aws.MB_PER_VCPU, 1.0)
+        return 1.0 if self.machine is not None else min(self.memory_mb / quotas.MB_PER_VCPU, 1.0)
 
     def _environment(self) -> Environment:
         return Environment(Cpu(self.engine, self.vcpus, self.machine))
@@ -81,7 +82,7 @@ class Function:
             raise Throttled(self.name)
         if not self.idle:
             if self._scaling is None:
-                self._scaling = Bucket(aws.SCALING_ENVIRONMENTS_PER_S, aws.SCALING_BURST, self.engine.now)
+                self._scaling = Bucket(quotas.SCALING_ENVIRONMENTS_PER_S, quotas.SCALING_BURST, self.engine.now)
             if not self._scaling.take(1, self.engine.now):
                 raise Throttled(self.name)
         self.account.in_use += 1
@@ -115,18 +116,18 @@ class Function:
 
     def invoke_async(self, payload: Any) -> None:
         """Queues an event, as Scheduler's invocation does; retried as Lambda retries it."""
-        self.engine.spawn(self._run_event, payload, aws.ASYNC_THROTTLE_FIRST_RETRY_S, 0)
+        self.engine.spawn(self._run_event, payload, quotas.ASYNC_THROTTLE_FIRST_RETRY_S, 0)
 
     def _run_event(self, payload: Any, throttle_wait_s: float, errors: int) -> None:
         try:
             self.invoke(payload)
         except Throttled:
-            wait = min(throttle_wait_s, aws.ASYNC_THROTTLE_MAX_RETRY_S)
+            wait = min(throttle_wait_s, quotas.ASYNC_THROTTLE_MAX_RETRY_S)
             self.engine.spawn(self._run_event, payload, wait * 2, errors, when=self.engine.now + wait)
         except Exception:
-            if errors < len(aws.ASYNC_ERROR_RETRY_DELAYS_S):
-                when = self.engine.now + aws.ASYNC_ERROR_RETRY_DELAYS_S[errors]
-                self.engine.spawn(self._run_event, payload, aws.ASYNC_THROTTLE_FIRST_RETRY_S, errors + 1, when=when)
+            if errors < len(quotas.ASYNC_ERROR_RETRY_DELAYS_S):
+                when = self.engine.now + quotas.ASYNC_ERROR_RETRY_DELAYS_S[errors]
+                self.engine.spawn(self._run_event, payload, quotas.ASYNC_THROTTLE_FIRST_RETRY_S, errors + 1, when=when)
 
 
 def invocations(functions: list[Function]) -> Counter[str]:

@@ -2,8 +2,8 @@
 
 `AWS` is the deployment on AWS: each execution environment has a CPU of its own (its share of a
 vCPU, from its memory), AWS's services answer after a round trip within the Region, and the event
-source scales as Lambda's does (`wakeup_sim.deployment`). A "local" profile is the local stack on one
-machine (`wakeup_sim.local_profile` measures it): moto, the stack's own process (its SQS poller and
+source scales as Lambda's does (`wakeup_awsfacts.sqs_scaling`). A "local" profile is the local stack on one
+machine (`wakeup_calibrate.local_profile` measures it): moto, the stack's own process (its SQS poller and
 the hosts' server) and every execution environment share the machine's cores; moto serves each
 request with CPU of its own; the event source is the local poller, bounded by the stack's
 concurrency. The same scenario then runs on either.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from wakeup_awsfacts.sqs_scaling import Scaling
 from wakeup_sim import deployment as aws
 
 
@@ -56,8 +57,8 @@ class Profile:
     cold_start_requests: float = 0.0
     # An idle poller looks at the queue this often (0: it learns of a visible message at once).
     poll_interval_s: float = 0.0
-    # The event source's scaling when it is not Lambda's: (initial batches, most, more per minute).
-    scaling: tuple[int, int, float] | None = None
+    # The event source's scaling when it is not the template's (the local stack's, within its bound).
+    scaling: Scaling | None = None
     # Every environment's processor at a full core (the local stack's are processes, not Lambda's
     # share of a vCPU by memory).
     full_core_environments: bool = False

@@ -19,7 +19,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from wakeup_sim.deployment import SCHEDULER_CREATE_PER_S, SCHEDULER_WINDOW_S
+from wakeup_awsfacts.quotas import SCHEDULER_CREATE_PER_S, SCHEDULER_WINDOW_S
 from wakeup_sim.engine import Engine
 from wakeup_sim.lambdas import Function
 from wakeup_sim.throughput import Bucket

@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wakeup.settings import SQS_MAX_DELAY_S
+from wakeup_awsfacts.quotas import SQS_MAX_RECEIVE
 from wakeup_sim.engine import Engine
-
-MAX_RECEIVE = 10
 
 
 @dataclass
@@ -79,14 +78,14 @@ class Queue:
     def visible(self) -> int:
         return len(self._visible)
 
-    def receive(self, count: int = MAX_RECEIVE) -> list[Message]:
+    def receive(self, count: int = SQS_MAX_RECEIVE) -> list[Message]:
         """Up to `count` (at most 10) visible messages, now invisible for the visibility timeout.
 
         Only a receive that returns messages is counted as a request: the event source's receives
         are long polls, which SQS answers when messages come (to one of the polls waiting) or when
         the poll's wait ends; those that end empty are counted by the event source."""
         visible = self._visible
-        taken = [visible.popleft() for _ in range(min(count, MAX_RECEIVE, len(visible)))]
+        taken = [visible.popleft() for _ in range(min(count, SQS_MAX_RECEIVE, len(visible)))]
         if taken:
             self.requests["sqs:ReceiveMessage"] += 1
         for message in taken:
@@ -97,9 +96,9 @@ class Queue:
 
     def delete(self, messages: list[Message]) -> None:
         """A DeleteMessageBatch (up to 10 a request)."""
-        for start in range(0, len(messages), MAX_RECEIVE):
+        for start in range(0, len(messages), SQS_MAX_RECEIVE):
             self.requests["sqs:DeleteMessageBatch"] += 1
-            for message in messages[start : start + MAX_RECEIVE]:
+            for message in messages[start : start + SQS_MAX_RECEIVE]:
                 if message.handle > 0:
                     message.handle = -1
                     self.live -= 1

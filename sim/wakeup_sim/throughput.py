@@ -7,7 +7,8 @@ from typing import Any
 
 from greenlet import getcurrent
 
-from wakeup_sim.deployment import PARTITION_WRITE_UNITS_PER_S, Deployment
+from wakeup_awsfacts.dynamodb import PARTITION_WRITE_UNITS_PER_S
+from wakeup_sim.deployment import Deployment
 from wakeup_sim.dynamodb import Io
 from wakeup_sim.engine import Cpu, Engine
 from wakeup_sim.profile import AWS, Profile

@@ -16,7 +16,7 @@ from wakes_support import EVERY_CALLER_ENVIRONMENT, Instances, StackAws, StackLo
 from support.api import Api
 from support.host import WakeHost, closed_port_url, hang, redirect
 from support.stack_process import MakeStack, StackProcess
-from wakeup_local.template import load_template
+from wakeup_awsfacts.template import load_template
 
 # How late a call may be (DESIGN section 3), and how long to watch for a call that must not come.
 ON_TIME_S = 1.0

@@ -37,7 +37,7 @@ from support.host import closed_port_url
 from wakeup.logic.accounts import mint_account
 from wakeup.times import format_time, now
 from wakeup.tokens import TokenKind, hash_token, mint
-from wakeup_local.template import load_template
+from wakeup_awsfacts.template import load_template
 
 pytestmark = pytest.mark.usefixtures("metrics_namespace")
 

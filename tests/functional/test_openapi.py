@@ -13,7 +13,7 @@ import apidoc
 from wakeup.api.models import instance_reply
 from wakeup.api.schema import Error, InstancePage, InstanceReply
 from wakeup.model import Instance
-from wakeup_local.template import load_template
+from wakeup_awsfacts.template import load_template
 
 
 @pytest.fixture(scope="module")

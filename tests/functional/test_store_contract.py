@@ -24,8 +24,8 @@ from wakeup.table import DynamoStore, mechanics
 from wakeup.table.items import BY_ACCOUNT, PENDING_WAKES, dump, instance_key, pending_shard
 from wakeup.times import epoch_ms, now
 from wakeup.tokens import hash_token
-from wakeup_local.template import Resolver, load_template
-from wakeup_sim.capacity import indexes_of
+from wakeup_awsfacts.dynamodb import indexes_of
+from wakeup_awsfacts.template import Resolver, load_template
 from wakeup_sim.dynamodb import MemoryStore
 
 LEASE_MS = 30_000

@@ -6,9 +6,9 @@ import re
 import requests
 from localstack_helpers import FIXTURE_TEMPLATE, ROOT
 
+from wakeup_awsfacts.template import Resolver, load_template
 from wakeup_local.functions import FunctionSpec, function_specs
 from wakeup_local.stack import LocalStack
-from wakeup_local.template import Resolver, load_template
 
 
 def specs_by_id(process_env: dict[str, str]) -> tuple[Resolver, dict[str, FunctionSpec]]:

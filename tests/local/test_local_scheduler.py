@@ -25,11 +25,11 @@ from localstack_helpers import (
     warm_up,
 )
 
+from wakeup_awsfacts.template import Resolver, Template
 from wakeup_local.environment_pool import EnvironmentPool
 from wakeup_local.functions import Functions, FunctionSpec, LocalFunction
 from wakeup_local.scheduler import ExpressionError, firing_time, parse_at, parse_rate, recurring_schedules
 from wakeup_local.stack import LocalStack
-from wakeup_local.template import Resolver, Template
 
 EXACT = {"WAKEUP_LOCAL_EXACT_SCHEDULES": "1"}
 # How late a schedule's handler may start after the moment the Scheduler planned for it: the watcher

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from localstack_helpers import FIXTURE_DIR, FIXTURE_TEMPLATE, StartStack, fake_minter, wait_until
 
+from wakeup_awsfacts.sqs_scaling import Scaling
+from wakeup_awsfacts.template import Resolver, TemplateError, load_template
 from wakeup_local.sqs_poller import batching_of, scaling_of
-from wakeup_local.sqs_scaling import Concurrency, Counters, Sample, Scaling
+from wakeup_local.sqs_scaling import Concurrency, Counters, Sample
 from wakeup_local.stack import LocalStack
-from wakeup_local.template import Resolver, TemplateError, load_template
 
 # The fixture template: BurstFunction takes one record a batch from BurstQueue, 12 batches at once
 # at most (ScalingConfig.MaximumConcurrency), each taking a quarter of a second.
@@ -155,7 +156,9 @@ def test_provisioned_mode_keeps_ten_invokes_per_minimum_poller_and_grows_a_thous
 
 def test_the_function_bound_caps_the_mapping() -> None:
     assert Scaling.standard(maximum_concurrency=100, function_bound=3) == Scaling(3, 3, 300)
-    assert Scaling.standard() == Scaling(5, 1250, 300)
+    # The mapping's own 1,250, below it the account's 1,000 by default (services-sqs-scaling).
+    assert Scaling.standard() == Scaling(5, 1000, 300)
+    assert Scaling.standard(account_concurrency=3000) == Scaling(5, 1250, 300)
     assert Scaling.standard(maximum_concurrency=100).unbounded() == Scaling(100, 100, 300)
 
 
@@ -224,7 +227,7 @@ REPO_TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
         ({}, Scaling(1000, 1000, 1000)),
         ({"CallerMinimumPollers": "2", "CallerMaximumPollers": "4"}, Scaling(20, 40, 1000)),
         # Provisioned mode off: Lambda's default scaling, five batches and 300 more a minute.
-        ({"CallerMinimumPollers": "0"}, Scaling(5, 1250, 300)),
+        ({"CallerMinimumPollers": "0"}, Scaling(5, 1000, 300)),
     ],
 )
 def test_the_callers_mapping_follows_the_templates_poller_and_batch_parameters(

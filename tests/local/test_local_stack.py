@@ -9,8 +9,8 @@ import pytest
 import requests
 from localstack_helpers import FIXTURE_TEMPLATE, StartStack, fake_minter
 
+from wakeup_awsfacts.template import TemplateError
 from wakeup_local.stack import LocalStack
-from wakeup_local.template import TemplateError
 
 
 def free_port() -> int:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from wakeup_local.template import NO_VALUE, Resolver, Template, TemplateError, load_template, parse_template
+from wakeup_awsfacts.template import NO_VALUE, Resolver, Template, TemplateError, load_template, parse_template
 
 
 def template_of(yaml_text: str) -> Template:
@@ -225,3 +225,27 @@ def test_a_parameter_without_default_needs_a_value() -> None:
     resolver = resolver_of("Parameters: {Required: {Type: String}}\nResources: {}\n")
     with pytest.raises(TemplateError, match="Required has no default"):
         resolver.resolve({"Ref": "Required"})
+
+
+def test_a_functions_properties_take_globals_as_sam_merges_them() -> None:
+    template = template_of(
+        """
+        Globals:
+          Function:
+            MemorySize: 512
+            Layers: [!Ref Shared]
+            Environment: {Variables: {A: global, B: global}}
+        Resources:
+          Fn:
+            Type: AWS::Serverless::Function
+            Properties:
+              MemorySize: 1024
+              Layers: [!Ref Own]
+              Environment: {Variables: {B: own}}
+        """
+    )
+    assert template.function_properties("Fn") == {
+        "MemorySize": 1024,  # a value is replaced
+        "Layers": [{"Ref": "Shared"}, {"Ref": "Own"}],  # lists add up
+        "Environment": {"Variables": {"A": "global", "B": "own"}},  # maps merge, the function's keys win
+    }

@@ -8,7 +8,7 @@ import pytest
 from bench import bill, cost
 from bench.parameters import ParameterError, check, parse
 from wakeup.table.items import PENDING_SHARDS
-from wakeup_local.template import Resolver, load_template
+from wakeup_awsfacts.template import Resolver, load_template
 from wakeup_sim.deployment import TEMPLATE, from_template
 
 TINY_STEADY_S = 5  # 500 wakes at 100 a second: the output's shape, not its figures

@@ -121,18 +121,12 @@ def _graph() -> dict[str, set[str]]:
     return graph
 
 
-# TODO(awsfacts branch): the simulator's circle (capacity -> deployment -> capacity, and capacity ->
-# dynamodb -> capacity, hidden by imports inside functions) is removed there; drop this allowance
-# once that branch is merged.
-KNOWN_CIRCLES = [["wakeup_sim.capacity", "wakeup_sim.deployment", "wakeup_sim.dynamodb"]]
-
-
 def test_the_layer_functions_and_simulator_are_read() -> None:
     assert {"wakeup.table.dynamodb", "wakeup.logic.delivery", "instances_handler", "wakeup_sim.world"} <= set(MODULES)
 
 
 def test_no_import_circle() -> None:
-    assert [c for c in _cycles(_graph()) if c not in KNOWN_CIRCLES] == []
+    assert _cycles(_graph()) == []
 
 
 def test_the_circle_finder_finds_a_circle() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from wakeup.model import Trigger
 from wakeup.table.items import instance_key
-from wakeup_sim.capacity import Index, item_size, value_size
+from wakeup_awsfacts.dynamodb import Index, item_size, value_size
 from wakeup_sim.deployment import from_template
 from wakeup_sim.dynamodb import MemoryStore
 

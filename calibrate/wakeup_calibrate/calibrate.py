@@ -1,6 +1,6 @@
-"""`python -m wakeup_sim --calibrate` (`make calibrate`): the simulator against the local stack.
+"""`python -m wakeup_calibrate` (`make calibrate`): the simulator against the local stack.
 
-1. Measures the local stack's profile on this machine (`wakeup_sim.local_profile`).
+1. Measures the local stack's profile on this machine (`wakeup_calibrate.local_profile`).
 2. For each size, runs a burst of near wakes due at one second on the local stack, as `make bench`
    does (the stack in a process of its own, Lambda's SQS scaling, a loopback host that answers at
    once), and measures how much of the machine's CPU other work took meanwhile.
@@ -25,13 +25,13 @@ from bench.stack import BenchStack
 from bench.stats import percentile
 from bench.workload import Api, Host
 from wakeup.triggers import QUEUE_LEAD_S
+from wakeup_calibrate.local_profile import Measured, local_scaling, measure
+from wakeup_calibrate.local_trace import TRACE_ENV
+from wakeup_calibrate.timeline import WakeTimeline, cpu_table, local_timelines, simulated_timelines, stage_table, traced
 from wakeup_local.functions import CONCURRENCY_ENV, DEFAULT_CONCURRENCY
 from wakeup_sim.deployment import Deployment, from_template
-from wakeup_sim.local_profile import Measured, local_scaling, measure
-from wakeup_sim.local_trace import TRACE_ENV
 from wakeup_sim.profile import Profile
 from wakeup_sim.scenarios import NEAR_LEAD_S, T0, Scenario, first_calls, run
-from wakeup_sim.timeline import WakeTimeline, cpu_table, local_timelines, simulated_timelines, stage_table, traced
 
 # (wakes, the stack's bound on the caller's environments): bursts of 100 and 200 at the local
 # stack's own bound (16), where the batching window decides how many batches, hence cold starts,
@@ -250,11 +250,11 @@ class CpuSampler:
 
 def local_burst(wakes: int, environments: int = DEFAULT_CONCURRENCY) -> LocalRun:
     """`wakes` near wakes due at one second on the local stack, as `make bench` runs a burst: the
-    stack in a process of its own (`wakeup_sim.local_trace`: `bench.stack`, traced), a loopback host
+    stack in a process of its own (`wakeup_calibrate.local_trace`: `bench.stack`, traced), a loopback host
     that answers at once, every wake registered before its message can come."""
     with Host() as host, CpuSampler() as sampler, tempfile.NamedTemporaryFile(suffix=".jsonl") as trace:
         env = {**NO_SWEEPS, TRACE_ENV: trace.name, CONCURRENCY_ENV: str(environments)}
-        stack = BenchStack(env, module="wakeup_sim.local_trace")
+        stack = BenchStack(env, module="wakeup_calibrate.local_trace")
         try:
             api = Api(stack.url, stack.account_token)
             warm_up(api, host)
@@ -343,8 +343,7 @@ def with_other_work(profile: Profile, wakes: int, others_cores: float) -> tuple[
 
 def compare(measured: Measured, wakes: int, environments: int = DEFAULT_CONCURRENCY) -> Comparison:
     local = local_burst(wakes, environments)
-    scaling = local_scaling(environments)
-    bounded = replace(measured.profile, scaling=(scaling.initial, scaling.maximum, scaling.per_minute))
+    bounded = replace(measured.profile, scaling=local_scaling(environments))
     profile, simulated = with_other_work(bounded, wakes, local.others_cores)
     return Comparison(wakes, environments, local, simulated, profile)
 
@@ -365,7 +364,7 @@ def parameters(measured: Measured) -> str:
         ),
         ("idle polling (moto and the stack; taken off the rest)", f"{p.idle_cores:.3f} cores"),
         ("poller's polling interval", f"{p.poll_interval_s * 1000:.0f} ms"),
-        ("event source: initial, most, more a minute", f"{p.scaling}"),
+        ("event source", f"{p.scaling}"),
     ]
     load = ", ".join(f"{v:.2f}" for v in measured.loadavg)
     return "\n".join(

@@ -36,12 +36,12 @@ import numpy
 from bench.workload import Api, Host
 from wakeup.times import format_time
 from wakeup.triggers import QUEUE_LEAD_S
+from wakeup_awsfacts.sqs_scaling import Scaling
+from wakeup_awsfacts.template import Resolver, load_template
 from wakeup_local.functions import CONCURRENCY_ENV, DEFAULT_CONCURRENCY
 from wakeup_local.request_counter import COUNTS_PATH
 from wakeup_local.sqs_poller import POLL_INTERVAL_S, scaling_of
-from wakeup_local.sqs_scaling import Scaling
 from wakeup_local.stack import SWEEP_PERIOD_ENV, LocalStack
-from wakeup_local.template import Resolver, load_template
 from wakeup_sim.deployment import ROOT, TEMPLATE
 from wakeup_sim.profile import Profile
 
@@ -287,6 +287,6 @@ def measure() -> Measured:
         batch_cpu_s=stack["batches"],
         message_cpu_s=stack["wakes"],
         poll_interval_s=POLL_INTERVAL_S,
-        scaling=(scaling.initial, scaling.maximum, scaling.per_minute),
+        scaling=scaling,
     )
     return Measured(profile, rounds, loadavg)

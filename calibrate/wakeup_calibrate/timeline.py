@@ -4,7 +4,7 @@ A near wake's message is sent when the wake is registered, with a delay of whole
 becomes visible one to two seconds before the wake's time; the event source receives it, gathers
 it into a batch and hands the batch to an invocation of the caller, which takes an environment
 (starting one: a cold start) and runs; the caller waits out the rest of the second and calls the
-host. The local stack's timeline comes from its poller's trace (`wakeup_sim.local_trace`) and its
+host. The local stack's timeline comes from its poller's trace (`wakeup_calibrate.local_trace`) and its
 host's log of calls, the simulator's from its own events (`traced`); `stage_table` prints both,
 stage by stage, so that where they part shows.
 """

@@ -1,4 +1,4 @@
-"""`python -m wakeup_sim.local_trace`: `python -m bench.stack`, with each SQS batch's timeline kept.
+"""`python -m wakeup_calibrate.local_trace`: `python -m bench.stack`, with each SQS batch's timeline kept.
 
 The calibration runs the local stack in a process of its own (as `make bench` does); this is that
 process, with the local stack's SQS poller and execution environments wrapped so that every batch

@@ -1,4 +1,4 @@
-"""Reading `template.yaml` the way CloudFormation does, for what the local stack needs.
+"""Reading `template.yaml` the way CloudFormation does, for the local stack and the simulator.
 
 `load_template` parses the YAML with a loader that knows CloudFormation's short tags (`!Ref`,
 `!GetAtt`, `!Sub` ...) and turns each into its long form (`{"Ref": ...}`, `{"Fn::GetAtt": [...]}`).
@@ -154,11 +154,29 @@ class Template:
     def function_globals(self) -> dict[str, Any]:
         return dict((self.document.get("Globals") or {}).get("Function") or {})
 
+    def function_properties(self, logical_id: str) -> dict[str, Any]:
+        """A serverless function's properties with `Globals.Function` merged in, as SAM does."""
+        return with_globals(self.function_globals, self.resources[logical_id].get("Properties") or {})
+
     def of_type(self, resource_type: str) -> Iterator[tuple[str, dict[str, Any]]]:
         """(logical id, definition) of each resource of that type, in template order."""
         for logical_id, definition in self.resources.items():
             if definition.get("Type") == resource_type:
                 yield logical_id, definition
+
+
+def with_globals(globals_: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
+    """SAM's merge: maps merge (the function's keys win), lists add up, other values are replaced."""
+    merged: dict[str, Any] = dict(globals_)
+    for key, value in own.items():
+        current = merged.get(key)
+        if isinstance(current, dict) and isinstance(value, dict):
+            merged[key] = with_globals(current, value)
+        elif isinstance(current, list) and isinstance(value, list):
+            merged[key] = current + value
+        else:
+            merged[key] = value
+    return merged
 
 
 def load_template(path: str | Path) -> Template:
