@@ -80,18 +80,27 @@ def test_run_sweeper_runs_the_stacks_sweeper_now(stack: StackProcess, api: Api) 
     instance_id = api.register("http://127.0.0.1:9/sweep", token).json()["id"]
     assert api.wake(token, format_time(now() + timedelta(hours=1))).status_code == 204
     dynamodb = boto3.client("dynamodb", endpoint_url=stack.endpoint_url, region_name=stack.region)
-    dynamodb.update_item(
-        TableName=stack.table_name,
-        Key={"pk": {"S": f"INSTANCE#{instance_id}"}},
-        UpdateExpression="SET pending_due = :due",
-        ExpressionAttributeValues={":due": {"S": format_time(now() - timedelta(minutes=1))}},
-    )
+
+    def make_overdue() -> None:
+        dynamodb.update_item(
+            TableName=stack.table_name,
+            Key={"pk": {"S": f"INSTANCE#{instance_id}"}},
+            UpdateExpression="SET pending_due = :due",
+            ExpressionAttributeValues={":due": {"S": format_time(now() - timedelta(minutes=1))}},
+        )
+
     try:
-        # when
-        [swept] = stack.run_sweeper()
+        # when the sweeper is run now (the stack's own once-a-minute sweep may take the wake first:
+        # then the next try, well within that minute, is run_sweeper's alone)
+        for _ in range(2):
+            make_overdue()
+            logged = len(stack.log_text())
+            [swept] = stack.run_sweeper()
+            if swept["rearmed"] >= 1:
+                break
         # then the stack's sweeper found it and armed it again
         assert swept["overdue"] >= 1 and swept["rearmed"] >= 1
-        rearmed = [line for line in stack.log_text().splitlines() if "overdue wake re-armed" in line]
+        rearmed = [line for line in stack.log_text()[logged:].splitlines() if "overdue wake re-armed" in line]
         assert any(instance_id in line for line in rearmed)
     finally:
         assert api.delete(f"/wakeup/instances/{instance_id}").status_code == 204
