@@ -93,6 +93,14 @@ def test_nothing_due_is_provisioned_mode_off():
     assert plan({}, NOW, DEFAULTS) == Plan(pollers=None, burst_at=None, peak_wakes=0)
 
 
+def test_the_operators_floor_is_kept_at_rest_and_under_a_burst():
+    floor = DEFAULTS.model_copy(update={"floor_pollers": 50})
+
+    assert plan({}, NOW, floor).pollers == 50
+    assert plan({NOW + 300: 1_000}, NOW, floor).pollers == 50
+    assert plan({NOW + 300: 10_000}, NOW, floor).pollers == 100
+
+
 def test_a_steady_rate_is_no_burst():
     # given 100 wakes every second (10 invocations: Lambda's default scaling has them within a second)
     due = dict.fromkeys(range(NOW, NOW + 3600), 100)

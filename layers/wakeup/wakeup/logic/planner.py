@@ -64,6 +64,8 @@ class PlannerSettings(BaseModel):
     mapping_uuid: str = Field("", alias="WAKEUP_CALLER_MAPPING_UUID")
     batch_size: int = Field(10, alias="WAKEUP_CALLER_BATCH_SIZE", ge=1, le=10)
     batching_window_s: int = Field(1, alias="WAKEUP_CALLER_BATCHING_WINDOW_S", ge=0, le=1)
+    # Pollers kept at rest (CallerMinimumPollers; 0: provisioned mode off): the least the planner sets.
+    floor_pollers: int = Field(0, alias="WAKEUP_CALLER_MINIMUM_POLLERS", ge=0, le=SQS_MAX_MIN_POLLERS)
     # Pollers the mapping may scale to (CallerMaximumPollers): the most the planner ever asks for.
     max_pollers: int = Field(100, alias="WAKEUP_CALLER_MAXIMUM_POLLERS", ge=SQS_MIN_POLLERS, le=2000)
     # AWS says nothing of an update's delay or of pollers' start (module docstring): assumed.
@@ -120,7 +122,8 @@ def plan(due: Mapping[int, int], now_s: int, settings: PlannerSettings) -> Plan:
     A second is a burst when its wakes need more concurrent invocations than Lambda's default
     scaling would have within `tolerance_s`: five at first, five more for each second the wakes
     before it kept coming. A steady rate grows the default scaling with it and is no burst. Every
-    burst within the window (`window`) gets provisioned pollers for the busiest one; none: off.
+    burst within the window (`window`) gets provisioned pollers for the busiest one; none: the
+    operator's floor (CallerMinimumPollers), by default provisioned mode off.
     """
     start, end = window(now_s, settings)
     run = 0  # seconds in a row with wakes due, up to the one looked at
@@ -137,9 +140,11 @@ def plan(due: Mapping[int, int], now_s: int, settings: PlannerSettings) -> Plan:
             continue
         burst_at = second if burst_at is None else burst_at
         peak = max(peak, wakes)
+    floor = settings.floor_pollers or None
     if burst_at is None:
-        return Plan(pollers=None, burst_at=None, peak_wakes=0)
-    return Plan(pollers=pollers_for(invocations_for(peak, settings), settings), burst_at=burst_at, peak_wakes=peak)
+        return Plan(pollers=floor, burst_at=None, peak_wakes=0)
+    pollers = max(pollers_for(invocations_for(peak, settings), settings), floor or 0)
+    return Plan(pollers=pollers, burst_at=burst_at, peak_wakes=peak)
 
 
 @dataclass(frozen=True)
