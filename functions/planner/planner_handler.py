@@ -10,7 +10,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from wakeup.event_source import CallerMapping
 from wakeup.factories import get_pending_index
-from wakeup.logic.planner import PlannerSettings, publish, run
+from wakeup.logic.planner import PlannerSettings, publish, publish_idle, run
 from wakeup.observability import logger, metrics, tracer
 from wakeup.settings import get_settings
 from wakeup.times import now
@@ -39,6 +39,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     if not settings.mapping_uuid:
         # The local stack has no Lambda API and no mapping to name: the planner is idle there.
         logger.info("no event source mapping configured, nothing to plan")
+        publish_idle()
         return {"planned": False}
     result = run(get_pending_index(), get_mapping(), settings, int(now().timestamp()))
     publish(result)

@@ -72,8 +72,17 @@ def test_ten_thousand_wakes_at_one_second_get_the_hundred_pollers_the_simulator_
     # when
     planned = plan(due, NOW, DEFAULTS)
 
-    # then: 1,000 invocations of 10, 10 per poller (docs/scaling.md: MinimumPollers 100)
+    # then: 1,000 invocations of 10, 10 per poller (docs/scaling.md: MinimumPollers 100), the
+    # headroom for hosts still registering capped at what the deployment allows
     assert planned == Plan(pollers=100, burst_at=NOW + 300, peak_wakes=10_000)
+
+
+def test_a_burst_gets_headroom_for_hosts_still_registering():
+    exact = DEFAULTS.model_copy(update={"headroom": 1.0})
+
+    # 1,000 at one second: 100 invocations, 10 pollers; four times that while hosts may register
+    assert plan({NOW + 300: 1_000}, NOW, exact).pollers == 10
+    assert plan({NOW + 300: 1_000}, NOW, DEFAULTS).pollers == 40
 
 
 def test_without_a_batching_window_a_burst_needs_twice_the_invocations():
@@ -112,7 +121,7 @@ def test_a_rate_that_outgrows_lambdas_default_scaling_is_a_burst():
     # given wakes that go from none to 1,000 a second: the default scaling adds five batches a second
     due = dict.fromkeys(range(NOW + 120, NOW + 3600), 1000)
 
-    assert plan(due, NOW, DEFAULTS).pollers == 10
+    assert plan(due, NOW, DEFAULTS.model_copy(update={"headroom": 1.0})).pollers == 10
 
 
 def test_a_burst_beyond_the_lead_is_left_to_a_later_run():

@@ -1,0 +1,40 @@
+"""The planner in the simulator (wakeup_sim.planner): a burst the schedule shows has its pollers by
+its second; with the planner failing throughout, every wake of the burst is still called, late."""
+
+import pytest
+
+from wakeup_sim import report
+from wakeup_sim.deployment import from_template
+from wakeup_sim.planner import pollers_at, settings_for
+from wakeup_sim.scenarios import Scenario, run
+
+BURST_AT = 1_800_000_660.0
+START = 1_800_000_000.0
+
+
+@pytest.mark.parametrize("path", ["near", "far"])
+def test_with_the_planner_failing_throughout_every_wake_of_a_burst_is_still_called(path: str) -> None:
+    # given a burst on an idle stack whose planner never raised a poller (its runs all failed)
+    figures = report.figures(run(Scenario("cold burst", 1000, path=path, planner=False), from_template()))
+
+    # then none is lost or called twice: Lambda's default scaling delivers them all
+    assert figures.lost == 0 and figures.called_twice == 0 and figures.overlapping_calls == 0
+    # late, which is what the planner is for (PlannerHeartbeatAlarm says it stopped)
+    assert figures.p99_s > 1.0
+
+
+def test_a_burst_registered_before_the_planners_lead_has_its_pollers_at_its_second() -> None:
+    settings = settings_for(from_template())
+    registered = [(START + 60, BURST_AT)] * 10_000
+
+    assert pollers_at(BURST_AT, registered, settings, START) == 100
+
+
+def test_a_burst_registered_inside_the_updates_delay_is_late_for_its_pollers() -> None:
+    # given a burst whose hosts all register 60 s before its second, an update applying in 300 s
+    settings = settings_for(from_template())
+    registered = [(BURST_AT - 60, BURST_AT)] * 10_000
+
+    # then its pollers come after its second: Lambda's default scaling has it (a burst with no warning)
+    assert pollers_at(BURST_AT, registered, settings, START) is None
+    assert pollers_at(BURST_AT + 300, registered, settings, START) == 100
