@@ -60,7 +60,7 @@ class Wakes:
         return sum(line.usd_per_million for line in self.lines)
 
 
-def at_rest(deployment: Deployment) -> cost.AtRest:
+def at_rest(deployment: Deployment, planner_on: bool = True) -> cost.AtRest:
     """The simulator's stack with no wake for `IDLE_S`: its sweeps and its event source's long polls."""
     with counted_logs():
         world = World(deployment, start=T0)
@@ -88,14 +88,15 @@ def at_rest(deployment: Deployment) -> cost.AtRest:
         invocations=Counter({"PlannerFunction": 1}),
         seconds=Counter({"PlannerFunction": sum(sweep.seconds.values())}),
     )
-    return cost.AtRest(world.event_source.long_polls() / IDLE_S, runs, custom_metrics_at_rest())
+    return cost.AtRest(world.event_source.long_polls() / IDLE_S, runs, custom_metrics_at_rest(planner_on))
 
 
-def custom_metrics_at_rest() -> int:
-    """The metrics a sweep with nothing to do and a planner with no burst coming publish (each a
-    custom metric CloudWatch charges)."""
+def custom_metrics_at_rest(planner_on: bool = True) -> int:
+    """The metrics a sweep with nothing to do and a planner (when on) with no burst coming publish
+    (each a custom metric CloudWatch charges)."""
     publish(Sweep(overdue=0, rearmed=0, failed=0))
-    planner.publish(planner.Run(planner.Plan(None, None, 0), before=None, sent=False, busy=False))
+    if planner_on:
+        planner.publish(planner.Run(planner.Plan(None, None, 0), before=None, sent=False, busy=False))
     published = len(metrics.metric_set)
     metrics.clear_metrics()
     return published
@@ -208,7 +209,7 @@ def bill(parameters: Mapping[str, str], steady_s: float = STEADY_S) -> str:
     template = load_template(TEMPLATE)
     resolver = Resolver(template, stack_name="cost", parameter_overrides=dict(parameters))
     deployment = from_template(TEMPLATE, parameters)
-    month = cost.idle_month(resolver, at_rest(deployment))
+    month = cost.idle_month(resolver, at_rest(deployment, resolver.condition("PlannerOn")))
     idle = sum(line.usd for line in month)
     traced = {
         logical_id

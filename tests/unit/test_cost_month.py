@@ -17,7 +17,7 @@ TINY_STEADY_S = 5  # 500 wakes at 100 a second: the output's shape, not its figu
 def month(overrides: Mapping[str, str] | None = None) -> dict[str, cost.MonthLine]:
     template = load_template(TEMPLATE)
     resolver = Resolver(template, stack_name="t", parameter_overrides=dict(overrides or {}))
-    at_rest = bill.at_rest(from_template(TEMPLATE, overrides))
+    at_rest = bill.at_rest(from_template(TEMPLATE, overrides), resolver.condition("PlannerOn"))
     return {line.item: line for line in cost.idle_month(resolver, at_rest)}
 
 
@@ -150,7 +150,10 @@ def test_the_planner_reads_each_shard_of_the_pending_wakes_index_every_minute() 
 
 
 def test_with_the_planner_off_nothing_of_it_is_paid() -> None:
-    assert not [item for item in month({"PlannerEnabled": "false"}) if item.startswith("PlannerFunction")]
+    off = month({"PlannerEnabled": "false"})
+    assert not [item for item in off if item.startswith("PlannerFunction")]
+    assert off["custom metrics published at rest"].quantity == 1
+    assert off["alarms"].quantity == month()["alarms"].quantity - 2
 
 
 def test_the_idle_month_with_the_defaults_is_at_most_eight_dollars() -> None:
