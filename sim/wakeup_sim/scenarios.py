@@ -34,6 +34,8 @@ class Scenario:
     # Every host registers its wake within this many seconds (its wake due `path`'s lead later),
     # rather than ahead of a wake time they share.
     registering_within_s: float | None = None
+    # A burst with no warning: its hosts register within this many seconds before its second.
+    warning_s: float | None = None
     levers: dict[str, Any] = field(default_factory=dict)
     seed: int = 1
     # The planner raises pollers for a burst the schedule shows (template.yaml's PlannerEnabled);
@@ -103,6 +105,8 @@ def _lay_out(scenario: Scenario, deployment: Deployment, profile: Profile) -> _S
     for index, wake in enumerate(wakes[:down]):
         (world.hosts.down if index % 2 else world.hosts.hanging).add(wake.url)
         healthy.discard(wake.instance_id)
+    if scenario.warning_s:
+        registered_at = [due - rng.random() * scenario.warning_s for due in dues]
     registered = [
         registered_at[index] if registered_at else due - lead[0] - rng.random() * (lead[1] - lead[0])
         for index, due in enumerate(dues)
@@ -173,6 +177,8 @@ SCENARIOS = [
         for path in ("near", "far")
         for warm in (False, True)
     ),
+    # The planner sees a burst only once its hosts have registered: this one too late to raise pollers.
+    Scenario("10,000 at one second, no warning (registered in the 10 s before), cold", 10000, warning_s=10.0),
     Scenario("steady 100/s for 10 min, near", 60000, rate_per_s=100, warm=True),
     Scenario("steady 100/s for 10 min, far", 60000, path="far", rate_per_s=100, warm=True),
     Scenario("steady 1,000/s for 10 min, near", 600000, rate_per_s=1000, warm=True),

@@ -38,3 +38,12 @@ def test_a_burst_registered_inside_the_updates_delay_is_late_for_its_pollers() -
     # then its pollers come after its second: Lambda's default scaling has it (a burst with no warning)
     assert pollers_at(BURST_AT, registered, settings, START) is None
     assert pollers_at(BURST_AT + 300, registered, settings, START) == 100
+
+
+def test_a_burst_with_no_warning_loses_no_wake_and_is_late() -> None:
+    # given a burst whose hosts all register in the 10 s before its second: the planner sees it too
+    # late for its pollers, and Lambda's default scaling has it
+    figures = report.figures(run(Scenario("no warning", 1000, warning_s=10.0), from_template()))
+
+    assert figures.lost == 0 and figures.called_twice == 0 and figures.overlapping_calls == 0
+    assert figures.p99_s > 1.0

@@ -207,7 +207,7 @@ def run(index: DueCounts, source: EventSource, settings: PlannerSettings, now_s:
         return Run(plan=wanted, before=mapping.pollers, sent=False, busy=False)
     if not mapping.ready:
         # An earlier update still applying: the next run sends this one (the margin covers it).
-        logger.warning("event source busy, change left to the next run", state=mapping.state)
+        logger.info("event source busy, change left to the next run", state=mapping.state)
         return Run(plan=wanted, before=mapping.pollers, sent=False, busy=True)
     source.set_pollers(step.pollers, max(settings.max_pollers, step.pollers or 0))
     logger.info(
