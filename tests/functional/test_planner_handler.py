@@ -12,6 +12,8 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
+from botocore.stub import Stubber
 from moto_env import (
     REGION,
     Deployed,
@@ -24,7 +26,7 @@ from moto_env import (
 )
 from sample_events import load_event
 
-from wakeup.event_source import CallerMapping
+from wakeup.event_source import CallerMapping, MappingBusyError
 from wakeup.table.pending import PendingIndex
 from wakeup.times import now
 
@@ -164,3 +166,25 @@ def test_with_no_mapping_named_the_planner_is_idle(
     # then it plans nothing, and says so: no pollers
     assert tick(planner) == {"planned": False}
     assert emitted_metrics(capsys.readouterr().out)["PlannedPollers"] == [0]
+
+
+def test_provisioned_mode_is_turned_off_by_an_empty_config_and_a_busy_mapping_is_told_apart() -> None:
+    # The exact request is what is under test (STYLE.md: botocore's Stubber): an empty
+    # ProvisionedPollerConfig, no minimum and no maximum; Lambda's ResourceInUseException becomes
+    # the planner's "busy", any other error stays an error.
+    client = boto3.client("lambda", region_name=REGION)
+    mapping_id = str(uuid.uuid4())
+    mapping = CallerMapping(mapping_id, client)
+    with Stubber(client) as stub:
+        stub.add_response(
+            "update_event_source_mapping", {}, expected_params={"UUID": mapping_id, "ProvisionedPollerConfig": {}}
+        )
+        stub.add_client_error("update_event_source_mapping", service_error_code="ResourceInUseException")
+        stub.add_client_error("update_event_source_mapping", service_error_code="AccessDeniedException")
+
+        mapping.set_pollers(None, 100)
+        with pytest.raises(MappingBusyError):
+            mapping.set_pollers(None, 100)
+        with pytest.raises(ClientError):
+            mapping.set_pollers(None, 100)
+        stub.assert_no_pending_responses()

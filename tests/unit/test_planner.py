@@ -6,7 +6,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wakeup.event_source import MappingState
+from wakeup.event_source import MappingBusyError, MappingState
 from wakeup.logic.planner import (
     SQS_MIN_POLLERS,
     Plan,
@@ -225,3 +225,19 @@ def test_a_burst_with_no_warning_gets_its_pollers_as_soon_as_it_is_seen():
 
     # then the planner still asks at once (late: Lambda's default scaling has the burst until then)
     assert mapping.updates == [(0, 100, DEFAULTS.max_pollers)]
+
+
+def test_an_update_refused_as_in_use_is_left_to_the_next_run():
+    # given a mapping that another run's update has just made busy, after this run read it
+    class Refusing(FakeMapping):
+        def set_pollers(self, pollers: int | None, maximum: int) -> None:
+            raise MappingBusyError("uuid")
+
+    result = run(FakeIndex({NOW + 300: 10_000}), Refusing(), DEFAULTS, NOW)
+
+    assert result.busy and not result.sent
+
+
+def test_a_disabled_mapping_takes_an_update_and_one_under_way_does_not():
+    assert MappingState(state="Disabled", pollers=None).ready
+    assert not MappingState(state="Enabling", pollers=None).ready

@@ -18,10 +18,17 @@ check it by hand.
 from dataclasses import dataclass
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from wakeup import aws
 
-# The mapping takes an update only in this state (GetEventSourceMapping's `State`).
-READY_STATE = "Enabled"
+# The states in which the mapping takes an update (GetEventSourceMapping's `State`); the others
+# (Creating, Enabling, Disabling, Updating, Deleting) are a change under way.
+READY_STATES = frozenset({"Enabled", "Disabled"})
+
+
+class MappingBusyError(Exception):
+    """Raised when Lambda refuses an update because another is still applying (ResourceInUseException)."""
 
 
 @dataclass(frozen=True)
@@ -33,7 +40,7 @@ class MappingState:
 
     @property
     def ready(self) -> bool:
-        return self.state == READY_STATE
+        return self.state in READY_STATES
 
 
 class CallerMapping:
@@ -52,4 +59,10 @@ class CallerMapping:
     def set_pollers(self, pollers: int | None, maximum: int) -> None:
         """Provisioned mode with `pollers` ready (up to `maximum`), or off (None)."""
         config: dict[str, int] = {} if pollers is None else {"MinimumPollers": pollers, "MaximumPollers": maximum}
-        self.client.update_event_source_mapping(UUID=self.uuid, ProvisionedPollerConfig=config)
+        try:
+            self.client.update_event_source_mapping(UUID=self.uuid, ProvisionedPollerConfig=config)
+        except ClientError as exc:
+            # Two runs at once (a schedule delivers at least once) or an update begun since the read.
+            if aws.error_code(exc) == "ResourceInUseException":
+                raise MappingBusyError(self.uuid) from exc
+            raise

@@ -35,7 +35,7 @@ from typing import Protocol
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field
 
-from wakeup.event_source import MappingState
+from wakeup.event_source import MappingBusyError, MappingState
 from wakeup.observability import Metric, logger, metrics
 from wakeup.table.pending import DueCounts, due_per_second
 
@@ -209,7 +209,11 @@ def run(index: DueCounts, source: EventSource, settings: PlannerSettings, now_s:
         # An earlier update still applying: the next run sends this one (the margin covers it).
         logger.info("event source busy, change left to the next run", state=mapping.state)
         return Run(plan=wanted, before=mapping.pollers, sent=False, busy=True)
-    source.set_pollers(step.pollers, max(settings.max_pollers, step.pollers or 0))
+    try:
+        source.set_pollers(step.pollers, max(settings.max_pollers, step.pollers or 0))
+    except MappingBusyError:
+        logger.info("event source busy, change left to the next run", state="ResourceInUse")
+        return Run(plan=wanted, before=mapping.pollers, sent=False, busy=True)
     logger.info(
         "event source changed",
         pollers_before=mapping.pollers,
