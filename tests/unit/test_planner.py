@@ -164,6 +164,16 @@ def test_a_mapping_still_applying_an_update_is_left_to_the_next_run():
     assert len(mapping.updates) == 1
 
 
+def test_after_a_burst_the_mapping_goes_back_to_the_operators_floor():
+    floor = DEFAULTS.model_copy(update={"floor_pollers": 50})
+    mapping = FakeMapping()
+    mapping.pollers = 100
+
+    run(FakeIndex({}), mapping, floor, NOW)
+
+    assert mapping.updates == [(0, 50, DEFAULTS.max_pollers)]
+
+
 def test_pollers_are_raised_when_a_burst_grows_and_never_lowered_while_it_is_coming():
     assert change(20, Plan(pollers=100, burst_at=NOW, peak_wakes=10_000)).pollers == 100
     kept = change(100, Plan(pollers=20, burst_at=NOW, peak_wakes=2_000))

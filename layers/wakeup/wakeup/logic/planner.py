@@ -167,11 +167,12 @@ def change(current: int | None, wanted: Plan) -> Change:
 
     A burst being registered grows between runs: pollers are raised again when it needs more, and
     never lowered while a burst is in the window (a run that sees fewer of its wakes, some of them
-    called already, must not take capacity from the rest).
+    called already, must not take capacity from the rest). With none coming, the mapping goes back
+    to the floor, or off.
     """
-    if wanted.pollers is None:
-        return Change(pollers=None, needed=current is not None)
-    if current is not None and current >= wanted.pollers:
+    if wanted.burst_at is None:
+        return Change(pollers=wanted.pollers, needed=current != wanted.pollers)
+    if current is not None and wanted.pollers is not None and current >= wanted.pollers:
         return Change(pollers=current, needed=False)
     return Change(pollers=wanted.pollers, needed=True)
 
