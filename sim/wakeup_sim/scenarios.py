@@ -34,8 +34,10 @@ class Scenario:
     # Every host registers its wake within this many seconds (its wake due `path`'s lead later),
     # rather than ahead of a wake time they share.
     registering_within_s: float | None = None
-    # A burst with no warning: its hosts register within this many seconds before its second.
-    warning_s: float | None = None
+    # A burst at one second whose hosts register over this many seconds before it (uniformly; a wake
+    # registered more than the SQS horizon ahead is far): 1,800 is "every worker stopped over the
+    # last half hour", 10 a burst with no warning.
+    registered_over_s: float | None = None
     levers: dict[str, Any] = field(default_factory=dict)
     seed: int = 1
     # The planner raises pollers for a burst the schedule shows (template.yaml's PlannerEnabled);
@@ -90,7 +92,8 @@ def _lay_out(scenario: Scenario, deployment: Deployment, profile: Profile) -> _S
     wakes = world.instances(scenario.wakes)
     rng = world.rng
     lead = FAR_LEAD_S if scenario.path == "far" else NEAR_LEAD_S
-    start_due = T0 + lead[1] + 60
+    # Every registration after the world's start: a burst's hosts over their whole span before it.
+    start_due = T0 + max(lead[1], scenario.registered_over_s or 0.0) + 60
     registered_at: list[float] | None = None
     if scenario.registering_within_s:
         registered_at = [T0 + 60 + rng.random() * scenario.registering_within_s for _ in wakes]
@@ -105,8 +108,8 @@ def _lay_out(scenario: Scenario, deployment: Deployment, profile: Profile) -> _S
     for index, wake in enumerate(wakes[:down]):
         (world.hosts.down if index % 2 else world.hosts.hanging).add(wake.url)
         healthy.discard(wake.instance_id)
-    if scenario.warning_s:
-        registered_at = [due - rng.random() * scenario.warning_s for due in dues]
+    if scenario.registered_over_s:
+        registered_at = [due - rng.random() * scenario.registered_over_s for due in dues]
     registered = [
         registered_at[index] if registered_at else due - lead[0] - rng.random() * (lead[1] - lead[0])
         for index, due in enumerate(dues)
@@ -177,8 +180,12 @@ SCENARIOS = [
         for path in ("near", "far")
         for warm in (False, True)
     ),
-    # The planner sees a burst only once its hosts have registered: this one too late to raise pollers.
-    Scenario("10,000 at one second, no warning (registered in the 10 s before), cold", 10000, warning_s=10.0),
+    # The planner sees a burst as its hosts register: over the half hour before (far, then near), over
+    # the last 10 minutes (near), and in the last 10 s, too late to raise pollers (no warning).
+    *(
+        Scenario(f"10,000 at one second, registered over the {label} before, cold", 10000, registered_over_s=over)
+        for label, over in (("30 minutes", 1800.0), ("10 minutes", 600.0), ("10 s (no warning)", 10.0))
+    ),
     Scenario("steady 100/s for 10 min, near", 60000, rate_per_s=100, warm=True),
     Scenario("steady 100/s for 10 min, far", 60000, path="far", rate_per_s=100, warm=True),
     Scenario("steady 1,000/s for 10 min, near", 600000, rate_per_s=1000, warm=True),

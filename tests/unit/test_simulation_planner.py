@@ -43,7 +43,17 @@ def test_a_burst_registered_inside_the_updates_delay_is_late_for_its_pollers() -
 def test_a_burst_with_no_warning_loses_no_wake_and_is_late() -> None:
     # given a burst whose hosts all register in the 10 s before its second: the planner sees it too
     # late for its pollers, and Lambda's default scaling has it
-    figures = report.figures(run(Scenario("no warning", 1000, warning_s=10.0), from_template()))
+    figures = report.figures(run(Scenario("no warning", 1000, registered_over_s=10.0), from_template()))
 
     assert figures.lost == 0 and figures.called_twice == 0 and figures.overlapping_calls == 0
     assert figures.p99_s > 1.0
+
+
+@pytest.mark.parametrize("over_s", [1800.0, 600.0])
+def test_a_burst_registered_over_the_minutes_before_it_is_on_time_with_the_planner(over_s: float) -> None:
+    # given an idle stack and hosts registering over the half hour (far, then near) or the 10
+    # minutes (near) before their second: the planner raises pollers as it sees them register
+    figures = report.figures(run(Scenario("registered over", 1000, registered_over_s=over_s), from_template()))
+
+    assert figures.p99_s <= 1.0
+    assert figures.lost == 0 and figures.called_twice == 0 and figures.overlapping_calls == 0
