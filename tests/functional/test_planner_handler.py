@@ -2,9 +2,7 @@
 changes the caller's SQS event source mapping through Lambda's API (moto serves the mapping calls
 without Docker), and a run that fails publishes no heartbeat."""
 
-import io
 import uuid
-import zipfile
 from collections.abc import Iterator
 from datetime import timedelta
 from types import ModuleType
@@ -14,6 +12,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
+from caller_mapping import sqs_mapping
 from moto_env import (
     REGION,
     Deployed,
@@ -44,31 +43,19 @@ def env(endpoint: str) -> Iterator[Deployed]:
 
 
 @pytest.fixture
-def lambda_client(endpoint: str) -> Any:
-    return boto3.client("lambda", endpoint_url=endpoint, region_name=REGION)
+def mapping(endpoint: str) -> Iterator[tuple[Any, str]]:
+    with sqs_mapping(endpoint) as made:
+        yield made
 
 
 @pytest.fixture
-def mapping_uuid(endpoint: str, lambda_client: Any) -> Iterator[str]:
-    """An SQS mapping of a function of its own, on a queue of its own, in moto (as the caller's is)."""
-    name = f"caller-{uuid.uuid4().hex[:8]}"
-    iam = boto3.client("iam", endpoint_url=endpoint, region_name=REGION)
-    sqs = boto3.client("sqs", endpoint_url=endpoint, region_name=REGION)
-    role = iam.create_role(RoleName=name, AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-    code = io.BytesIO()
-    with zipfile.ZipFile(code, "w") as archive:
-        archive.writestr("handler.py", "def handler(event, context):\n    return None\n")
-    lambda_client.create_function(
-        FunctionName=name, Runtime="python3.13", Role=role, Handler="handler.handler", Code={"ZipFile": code.getvalue()}
-    )
-    queue = sqs.create_queue(QueueName=name)["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    mapping = lambda_client.create_event_source_mapping(EventSourceArn=arn, FunctionName=name, BatchSize=1)
-    yield mapping["UUID"]
-    lambda_client.delete_event_source_mapping(UUID=mapping["UUID"])
-    lambda_client.delete_function(FunctionName=name)
-    sqs.delete_queue(QueueUrl=queue)
-    iam.delete_role(RoleName=name)
+def lambda_client(mapping: tuple[Any, str]) -> Any:
+    return mapping[0]
+
+
+@pytest.fixture
+def mapping_uuid(mapping: tuple[Any, str]) -> str:
+    return mapping[1]
 
 
 def planner_for(env: Deployed, lambda_client: Any, mapping_uuid: str, metrics_namespace: None) -> ModuleType:
