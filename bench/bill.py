@@ -20,16 +20,18 @@ import argparse
 import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bench import cost
 from bench.parameters import ParameterError, check, parse
 from bench.stats import table
+from wakeup.logic import planner
 from wakeup.logic.sweeper import Sweep, publish
 from wakeup.observability import metrics
 from wakeup_awsfacts.template import SERVERLESS_FUNCTION, Resolver, load_template
 from wakeup_sim import report
 from wakeup_sim.deployment import TEMPLATE, Deployment, from_template
+from wakeup_sim.planner import settings_for
 from wakeup_sim.scenarios import T0, Scenario, run
 from wakeup_sim.world import World, counted_logs
 
@@ -58,7 +60,7 @@ class Wakes:
         return sum(line.usd_per_million for line in self.lines)
 
 
-def at_rest(deployment: Deployment) -> cost.AtRest:
+def at_rest(deployment: Deployment, planner_on: bool = True) -> cost.AtRest:
     """The simulator's stack with no wake for `IDLE_S`: its sweeps and its event source's long polls."""
     with counted_logs():
         world = World(deployment, start=T0)
@@ -76,12 +78,25 @@ def at_rest(deployment: Deployment) -> cost.AtRest:
             log_bytes=SWEEP_LOG_BYTES,
             read_units=world.store.metered.read_units / n,
         )
-    return cost.AtRest(world.event_source.long_polls() / IDLE_S, runs, custom_metrics_at_rest())
+    # The planner's run at rest is the sweeper's: the same keys-only query of each empty shard of
+    # PendingWakes (wakeup.table.pending), and a GetEventSourceMapping, which Lambda does not bill
+    # (AWS Lambda pricing bills requests to functions, not to its API). The simulator runs the
+    # planner's decisions for a burst (wakeup_sim.planner), not its function at rest.
+    sweep = runs["SweeperFunction"]
+    runs["PlannerFunction"] = replace(
+        sweep,
+        invocations=Counter({"PlannerFunction": 1}),
+        seconds=Counter({"PlannerFunction": sum(sweep.seconds.values())}),
+    )
+    return cost.AtRest(world.event_source.long_polls() / IDLE_S, runs, custom_metrics_at_rest(planner_on))
 
 
-def custom_metrics_at_rest() -> int:
-    """The metrics a sweep with nothing to do publishes (each a custom metric CloudWatch charges)."""
+def custom_metrics_at_rest(planner_on: bool = True) -> int:
+    """The metrics a sweep with nothing to do and a planner (when on) with no burst coming publish
+    (each a custom metric CloudWatch charges)."""
     publish(Sweep(overdue=0, rearmed=0, failed=0))
+    if planner_on:
+        planner.publish(planner.Run(planner.Plan(None, None, 0), before=None, sent=False, busy=False))
     published = len(metrics.metric_set)
     metrics.clear_metrics()
     return published
@@ -147,21 +162,44 @@ def volumes_table(idle: float, near: Wakes, far: Wakes) -> str:
     return table(["wakes a day", "a month, all near", "a month, all far"], rows)
 
 
-def burst_note(pollers: int) -> str:
+def burst_note(pollers: int, resolver: Resolver, deployment: Deployment) -> str:
+    if resolver.condition("PlannerOn"):
+        settings = planner_settings(resolver, deployment)
+        raised = planner.pollers_for(planner.invocations_for(10_000, settings), settings)
+        # Raised by the run a lead before the burst, lowered by the first run after it, each update
+        # assumed to take its delay to apply (wakeup.logic.planner): counted from the first update
+        # sent to the second applied.
+        minutes = (settings.lead_s + settings.period_s + settings.update_delay_s) / 60
+        each = raised * minutes / 60 * cost.PRICE_EPU_HOUR
+        return (
+            f"A burst the schedule shows: the planner (PlannerEnabled) raises provisioned pollers for it "
+            f"and turns provisioned mode off after it. 10,000 wakes at one second get {raised} pollers for "
+            f"at most {minutes:g} minutes: {dollars(each)} a burst (EPU-hours by the second, a minute at least; "
+            f"{cost.PRICE_EPU_HOUR.page}), on top of its wakes, priced per million above."
+            + (f" CallerMinimumPollers keeps {pollers} at all times, in the month above." if pollers else "")
+        )
     if not pollers:
         return (
-            "A burst: nothing is raised for it. Provisioned mode is off (CallerMinimumPollers=0): a burst "
-            "meets Lambda's default scaling (five batches at first, 300 more a minute) and pays only its "
-            "wakes, priced per million above."
+            "A burst: nothing is raised for it. Provisioned mode is off (CallerMinimumPollers=0) and the planner "
+            "too (PlannerEnabled=false): a burst meets Lambda's default scaling (five batches at first, 300 more "
+            "a minute) and pays only its wakes, priced per million above."
         )
     month = pollers * cost.MONTH_HOURS * cost.PRICE_EPU_HOUR
-    raised = pollers * BURST_MINUTES / 60 * cost.PRICE_EPU_HOUR
+    raised_cost = pollers * BURST_MINUTES / 60 * cost.PRICE_EPU_HOUR
     return (
         f"A burst: nothing is raised for it, so each pays only its wakes (priced per million above): "
         f"template.yaml keeps {pollers} provisioned pollers (CallerMinimumPollers) ready all month, "
-        f"{dollars(month)} of the month at rest. Raised for {BURST_MINUTES} minutes around each burst instead, "
-        f"the same {pollers} pollers would cost {dollars(raised)} a burst (EPU-hours by the second, a minute "
-        f"at least; {cost.PRICE_EPU_HOUR.page})."
+        f"{dollars(month)} of the month at rest. Raised for {BURST_MINUTES} minutes around each burst instead "
+        f"(PlannerEnabled=true), the same {pollers} pollers would cost {dollars(raised_cost)} a burst."
+    )
+
+
+def planner_settings(resolver: Resolver, deployment: Deployment) -> planner.PlannerSettings:
+    """The planner's settings as the template gives them to it, for the deployment's event source."""
+    return settings_for(
+        deployment,
+        update_delay_s=int(resolver.ref("PlannerUpdateDelaySeconds")),
+        margin_s=int(resolver.ref("PlannerMarginSeconds")),
     )
 
 
@@ -171,7 +209,7 @@ def bill(parameters: Mapping[str, str], steady_s: float = STEADY_S) -> str:
     template = load_template(TEMPLATE)
     resolver = Resolver(template, stack_name="cost", parameter_overrides=dict(parameters))
     deployment = from_template(TEMPLATE, parameters)
-    month = cost.idle_month(resolver, at_rest(deployment))
+    month = cost.idle_month(resolver, at_rest(deployment, resolver.condition("PlannerOn")))
     idle = sum(line.usd for line in month)
     traced = {
         logical_id
@@ -189,7 +227,7 @@ def bill(parameters: Mapping[str, str], steady_s: float = STEADY_S) -> str:
             "what the stack pays at rest meanwhile left out: it is in the month above)\n\n" + wakes_table(near, far),
             "## A month with wakes (the month at rest, and each wake at the steady rate's price)\n\n"
             + volumes_table(idle, near, far),
-            burst_note(pollers),
+            burst_note(pollers, resolver, deployment),
             f"idle stack per month: ${idle:.2f}\ntotal per million wakes: near ${near.usd:.2f}, far ${far.usd:.2f}",
         ]
     )

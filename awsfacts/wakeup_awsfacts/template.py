@@ -331,6 +331,10 @@ class Resolver:
         parameters = self.template.parameters
         if name in parameters:
             return self._parameter(name, parameters[name])
+        if name in self._generated_mappings():
+            # SAM makes an SQS event's mapping `<Function><Event>`; the local stack has no Lambda
+            # API and names no mapping, so a function given one (the planner) stays idle here.
+            return ""
         resource_type = self.resource_type(name)
         if name in self._refs:
             return self._refs[name]
@@ -340,6 +344,15 @@ class Resolver:
             return self.arn(name)
         # Tables, schedule groups, functions, roles, log groups ...: `Ref` is the name.
         return self.physical_name(name)
+
+    def _generated_mappings(self) -> set[str]:
+        """The logical ids of the event source mappings SAM generates for functions' SQS events."""
+        return {
+            f"{logical_id}{event_id}"
+            for logical_id, function in self.template.of_type(SERVERLESS_FUNCTION)
+            for event_id, event in ((function.get("Properties") or {}).get("Events") or {}).items()
+            if event.get("Type") == "SQS"
+        }
 
     def get_att(self, logical_id: str, attribute: str) -> Any:
         resource_type = self.resource_type(logical_id)

@@ -12,6 +12,7 @@ from typing import Any
 
 from wakeup_sim.deployment import Deployment
 from wakeup_sim.hosts import Call
+from wakeup_sim.planner import planned
 from wakeup_sim.profile import AWS, Profile
 from wakeup_sim.world import Wake, World, counted_logs
 
@@ -33,8 +34,15 @@ class Scenario:
     # Every host registers its wake within this many seconds (its wake due `path`'s lead later),
     # rather than ahead of a wake time they share.
     registering_within_s: float | None = None
+    # A burst at one second whose hosts register over this many seconds before it (uniformly; a wake
+    # registered more than the SQS horizon ahead is far): 1,800 is "every worker stopped over the
+    # last half hour", 10 a burst with no warning.
+    registered_over_s: float | None = None
     levers: dict[str, Any] = field(default_factory=dict)
     seed: int = 1
+    # The planner raises pollers for a burst the schedule shows (template.yaml's PlannerEnabled);
+    # False: it fails throughout, and the burst meets Lambda's default scaling.
+    planner: bool = True
 
 
 @dataclass
@@ -67,35 +75,72 @@ def no_cyclic_collection() -> Iterator[None]:
             gc.enable()
 
 
+@dataclass
+class _Setting:
+    """A scenario laid out in a world: its wakes, when each is due and when its host registers it."""
+
+    world: World
+    wakes: list[Wake]
+    healthy: set[str]
+    dues: list[float]
+    registered: list[float]
+    start_due: float
+
+
+def _lay_out(scenario: Scenario, deployment: Deployment, profile: Profile) -> _Setting:
+    world = World(deployment, start=T0, seed=scenario.seed, warm=scenario.warm, profile=profile)
+    wakes = world.instances(scenario.wakes)
+    rng = world.rng
+    lead = FAR_LEAD_S if scenario.path == "far" else NEAR_LEAD_S
+    # Every registration after the world's start: a burst's hosts over their whole span before it.
+    start_due = T0 + max(lead[1], scenario.registered_over_s or 0.0) + 60
+    registered_at: list[float] | None = None
+    if scenario.registering_within_s:
+        registered_at = [T0 + 60 + rng.random() * scenario.registering_within_s for _ in wakes]
+        dues = [when + lead[0] + rng.random() * (lead[1] - lead[0]) for when in registered_at]
+    elif scenario.rate_per_s:
+        span = scenario.wakes / scenario.rate_per_s
+        dues = [start_due + rng.random() * span for _ in wakes]
+    else:
+        dues = [start_due] * len(wakes)
+    healthy = {w.instance_id for w in wakes}
+    down = int(scenario.down_fraction * len(wakes))
+    for index, wake in enumerate(wakes[:down]):
+        (world.hosts.down if index % 2 else world.hosts.hanging).add(wake.url)
+        healthy.discard(wake.instance_id)
+    if scenario.registered_over_s:
+        registered_at = [due - rng.random() * scenario.registered_over_s for due in dues]
+    registered = [
+        registered_at[index] if registered_at else due - lead[0] - rng.random() * (lead[1] - lead[0])
+        for index, due in enumerate(dues)
+    ]
+    return _Setting(world, wakes, healthy, dues, registered, start_due)
+
+
+def _planned(scenario: Scenario, deployment: Deployment, profile: Profile) -> Deployment:
+    """With the planner on (`Scenario.planner`), a burst at one second runs with the pollers the
+    planner's runs put in effect by its second (wakeup_sim.planner); a scenario that sets its own
+    pollers (a lever) keeps them."""
+    if not scenario.planner or scenario.rate_per_s or scenario.registering_within_s:
+        return deployment
+    if "minimum_pollers" in scenario.levers:
+        return deployment
+    with counted_logs():  # the planner's log lines are not the scenario's
+        setting = _lay_out(scenario, deployment, profile)
+        return planned(deployment, list(zip(setting.registered, setting.dues, strict=True)), T0)
+
+
 def run(scenario: Scenario, deployment: Deployment, profile: Profile = AWS) -> Outcome:
-    deployment = deployment.but(**scenario.levers)
+    deployment = _planned(scenario, deployment.but(**scenario.levers), profile)
     with counted_logs() as logs, no_cyclic_collection():
-        world = World(deployment, start=T0, seed=scenario.seed, warm=scenario.warm, profile=profile)
-        wakes = world.instances(scenario.wakes)
-        rng = world.rng
-        lead = FAR_LEAD_S if scenario.path == "far" else NEAR_LEAD_S
-        start_due = T0 + lead[1] + 60
-        registered_at: list[float] | None = None
-        if scenario.registering_within_s:
-            registered_at = [T0 + 60 + rng.random() * scenario.registering_within_s for _ in wakes]
-            dues = [when + lead[0] + rng.random() * (lead[1] - lead[0]) for when in registered_at]
-        elif scenario.rate_per_s:
-            span = scenario.wakes / scenario.rate_per_s
-            dues = [start_due + rng.random() * span for _ in wakes]
-        else:
-            dues = [start_due] * len(wakes)
-        healthy = {w.instance_id for w in wakes}
-        down = int(scenario.down_fraction * len(wakes))
-        for index, wake in enumerate(wakes[:down]):
-            (world.hosts.down if index % 2 else world.hosts.hanging).add(wake.url)
-            healthy.discard(wake.instance_id)
+        setting = _lay_out(scenario, deployment, profile)
+        world, wakes, dues = setting.world, setting.wakes, setting.dues
         if scenario.failing_for_s:
-            world.hosts.failing_until[wakes[0].url] = start_due + scenario.failing_for_s
-        for index, (wake, due) in enumerate(zip(wakes, dues, strict=True)):
-            when = registered_at[index] if registered_at else due - lead[0] - rng.random() * (lead[1] - lead[0])
+            world.hosts.failing_until[wakes[0].url] = setting.start_due + scenario.failing_for_s
+        for wake, due, when in zip(wakes, dues, setting.registered, strict=True):
             world.register(wake, due, when)
         world.engine.run(max(dues) + SETTLE_S + scenario.failing_for_s)
-    return Outcome(scenario, world, wakes, healthy, min(dues), max(dues), logs.bytes, world.sweeper_rearmed)
+    return Outcome(scenario, world, wakes, setting.healthy, min(dues), max(dues), logs.bytes, world.sweeper_rearmed)
 
 
 def first_calls(outcome: Outcome) -> dict[str, Call]:
@@ -134,6 +179,12 @@ SCENARIOS = [
         )
         for path in ("near", "far")
         for warm in (False, True)
+    ),
+    # The planner sees a burst as its hosts register: over the half hour before (far, then near), over
+    # the last 10 minutes (near), and in the last 10 s, too late to raise pollers (no warning).
+    *(
+        Scenario(f"10,000 at one second, registered over the {label} before, cold", 10000, registered_over_s=over)
+        for label, over in (("30 minutes", 1800.0), ("10 minutes", 600.0), ("10 s (no warning)", 10.0))
     ),
     Scenario("steady 100/s for 10 min, near", 60000, rate_per_s=100, warm=True),
     Scenario("steady 100/s for 10 min, far", 60000, path="far", rate_per_s=100, warm=True),

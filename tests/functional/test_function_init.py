@@ -8,7 +8,7 @@ import sys
 import pytest
 from moto_env import ROOT
 
-FUNCTIONS = ["instances", "wake", "caller", "sweeper"]
+FUNCTIONS = ["instances", "wake", "caller", "sweeper", "planner"]
 
 
 def init(function: str, settings: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -33,3 +33,9 @@ def test_invalid_settings_fail_the_init_with_the_reason(function: str) -> None:
 def test_valid_settings_pass_the_init(function: str) -> None:
     result = init(function, {"WAKEUP_TABLE": "t", "WAKEUP_SQS_HORIZON_S": "91"})
     assert result.returncode == 0, result.stderr
+
+
+def test_invalid_planner_settings_fail_the_planners_init_with_the_reason() -> None:
+    result = init("planner", {"WAKEUP_TABLE": "t", "WAKEUP_CALLER_BATCH_SIZE": "11"})
+    assert result.returncode != 0
+    assert "WAKEUP_CALLER_BATCH_SIZE" in result.stderr and "less than or equal to 10" in result.stderr

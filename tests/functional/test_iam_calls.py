@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 from botocore.client import BaseClient
-from moto_env import Deployed, Host, LambdaContext, deployed, private_handler, serving_host
+from caller_mapping import sqs_mapping
+from moto_env import Deployed, Host, LambdaContext, deployed, environment, private_handler, serving_host
 from sample_events import (
     GET_INSTANCE,
     LIST_INSTANCES,
@@ -34,7 +35,9 @@ from sample_events import (
 )
 
 from support.host import closed_port_url
+from wakeup.event_source import CallerMapping
 from wakeup.logic.accounts import mint_account
+from wakeup.table.pending import PendingIndex
 from wakeup.times import format_time, now
 from wakeup.tokens import TokenKind, hash_token, mint
 from wakeup_awsfacts.template import load_template
@@ -220,3 +223,26 @@ def test_the_sweeper_makes_only_requests_its_role_allows(env: Deployed, requests
         "SweeperFunction"
     ]  # what the work above is here to cover
     assert requests.made["SweeperFunction"] <= granted("SweeperFunction")
+
+
+def test_the_planner_makes_only_requests_its_role_allows(env: Deployed, requests: Requests, endpoint: str) -> None:
+    # given a burst coming (batches of one: a dozen wakes at one second are one) and a mapping to raise
+    at = (now() + timedelta(minutes=3)).replace(microsecond=0)
+    for _ in range(12):
+        env.new_wake(env.new_instance("https://host.example"), at)
+    with sqs_mapping(endpoint) as (lambda_client, mapping_uuid):
+        with environment({"WAKEUP_CALLER_MAPPING_UUID": mapping_uuid, "WAKEUP_CALLER_BATCH_SIZE": "1"}):
+            planner = private_handler("planner", env)
+        planner.get_pending_index = lambda: PendingIndex(env.settings.table, env.clients.dynamodb)
+        planner.get_mapping = lambda: CallerMapping(mapping_uuid, lambda_client)
+        requests.during = "PlannerFunction"
+        try:
+            assert planner.lambda_handler(load_event("sweeper_tick.json"), LambdaContext())["sent"]
+        finally:
+            requests.during = None
+    assert {
+        ("dynamodb:Query", "table/index/PendingWakes"),
+        ("lambda:GetEventSourceMapping", ""),
+        ("lambda:UpdateEventSourceMapping", ""),
+    } <= requests.made["PlannerFunction"]  # what the work above is here to cover
+    assert requests.made["PlannerFunction"] <= granted("PlannerFunction")

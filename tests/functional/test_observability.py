@@ -371,6 +371,7 @@ def test_each_function_has_its_own_service_name() -> None:
         "WakeFunction": "wake",
         "CallerFunction": "caller",
         "SweeperFunction": "sweeper",
+        "PlannerFunction": "planner",
     }
 
 

@@ -17,6 +17,7 @@ HANDLERS = {
     "WakeFunction": "wake_handler.py",
     "CallerFunction": "caller_handler.py",
     "SweeperFunction": "sweeper_handler.py",
+    "PlannerFunction": "planner_handler.py",
 }
 
 

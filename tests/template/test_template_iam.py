@@ -43,6 +43,11 @@ CALLER_QUEUE = {"Fn::GetAtt": ["CallerQueue", "Arn"]}
 CALLER_FAILED_EVENTS = {"Fn::GetAtt": ["CallerFailedEventsQueue", "Arn"]}
 CALLER_LOG_GROUP = {"Fn::GetAtt": ["CallerLogGroup", "Arn"]}
 SCHEDULER_ROLE = {"Fn::GetAtt": ["SchedulerRole", "Arn"]}
+# SAM names the caller's SQS mapping <function><event>; its Ref is the mapping's UUID.
+CALLER_MAPPING = {
+    "Fn::Sub": "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:event-source-mapping:"
+    "${CallerFunctionCallerQueueMessages}"
+}
 
 # What each function may do, action by action, on which resource: the calls its code makes
 # (wakeup.table's DynamoDB calls, wakeup.triggers' SQS and Scheduler calls). A change here is a
@@ -109,6 +114,13 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:UpdateItem", repr(TABLE)),
         ("sqs:SendMessage", repr(CALLER_QUEUE)),
     },
+    # The coming wakes counted from the sparse index (keys only, no item read), and the caller's
+    # SQS mapping read and changed: that mapping alone, no function, no other mapping.
+    "PlannerFunction": {
+        ("dynamodb:Query", repr(table_arn("/index/PendingWakes"))),
+        ("lambda:GetEventSourceMapping", repr(CALLER_MAPPING)),
+        ("lambda:UpdateEventSourceMapping", repr(CALLER_MAPPING)),
+    },
 }
 
 # The resources that may end in a wildcard, and why (see the module docstring).
@@ -125,6 +137,7 @@ EXPECTED_MANAGED_POLICIES = {
     "WakeFunction": SAM_MANAGED,
     "CallerFunction": set(),
     "SweeperFunction": SAM_MANAGED,
+    "PlannerFunction": SAM_MANAGED,
 }
 
 
@@ -232,6 +245,15 @@ def test_the_caller_queue_feeds_the_caller_by_its_own_role(transformed: dict[str
     mappings = resources_of_type(transformed, "AWS::Lambda::EventSourceMapping")
     assert [m["Properties"]["EventSourceArn"] for m in mappings.values()] == [CALLER_QUEUE]
     assert role_of(transformed, "CallerFunction") == "CallerRole"
+
+
+def test_the_mapping_the_planner_may_change_is_the_callers(transformed: dict[str, Any]) -> None:
+    # The id the planner's policy and environment name is the one SAM gave the caller's mapping.
+    assert list(resources_of_type(transformed, "AWS::Lambda::EventSourceMapping")) == [
+        "CallerFunctionCallerQueueMessages"
+    ]
+    environment = transformed["Resources"]["PlannerFunction"]["Properties"]["Environment"]["Variables"]
+    assert environment["WAKEUP_CALLER_MAPPING_UUID"] == {"Ref": "CallerFunctionCallerQueueMessages"}
 
 
 def substitute_partition(arn: Any) -> str:

@@ -21,6 +21,7 @@ SERVICE_OF_FUNCTION = {
     "WakeFunction": "wake",
     "CallerFunction": "caller",
     "SweeperFunction": "sweeper",
+    "PlannerFunction": "planner",
 }
 
 HANDLER_OF_FUNCTION = {
@@ -28,6 +29,18 @@ HANDLER_OF_FUNCTION = {
     "WakeFunction": ("functions/wake/", "wake_handler.lambda_handler"),
     "CallerFunction": ("functions/caller/", "caller_handler.lambda_handler"),
     "SweeperFunction": ("functions/sweeper/", "sweeper_handler.lambda_handler"),
+    "PlannerFunction": ("functions/planner/", "planner_handler.lambda_handler"),
+}
+# The planner's own settings (wakeup.logic.planner.PlannerSettings): the caller's mapping and the
+# caller's event source parameters it plans with, and its assumed delay and margin.
+PLANNER_VARIABLES = {
+    "WAKEUP_CALLER_MAPPING_UUID": {"Ref": "CallerFunctionCallerQueueMessages"},
+    "WAKEUP_CALLER_BATCH_SIZE": {"Ref": "CallerBatchSize"},
+    "WAKEUP_CALLER_BATCHING_WINDOW_S": {"Ref": "CallerBatchingWindowSeconds"},
+    "WAKEUP_CALLER_MINIMUM_POLLERS": {"Ref": "CallerMinimumPollers"},
+    "WAKEUP_CALLER_MAXIMUM_POLLERS": {"Ref": "CallerMaximumPollers"},
+    "WAKEUP_PLANNER_UPDATE_DELAY_S": {"Ref": "PlannerUpdateDelaySeconds"},
+    "WAKEUP_PLANNER_MARGIN_S": {"Ref": "PlannerMarginSeconds"},
 }
 
 # Properties that give a resource a physical name: a fixed one would keep two stacks of this
@@ -155,6 +168,8 @@ def test_each_function_has_its_handler_code_folder_and_service_name(template: di
         assert variables.pop("WAKEUP_MASTER_KEY_SECRET") == {
             "Fn::If": ["MakesMasterKey", {"Ref": "SigningMasterKey"}, {"Ref": "ExistingMasterKeySecretArn"}]
         }
+    if logical_id == "PlannerFunction":
+        assert {name: variables.pop(name) for name in PLANNER_VARIABLES} == PLANNER_VARIABLES
     assert variables == {"POWERTOOLS_SERVICE_NAME": SERVICE_OF_FUNCTION[logical_id]}
 
 
@@ -254,7 +269,10 @@ def test_the_templates_defaults_are_sized_for_a_burst_of_ten_thousand(template: 
     # registering in one second, run with these; tests/unit/test_simulation.py holds the goals.
     defaults = {name: parameter["Default"] for name, parameter in template["Parameters"].items()}
     assert defaults["CallerBatchSize"] == 10 and defaults["CallerBatchingWindowSeconds"] == 1
-    assert (defaults["CallerMinimumPollers"], defaults["CallerMaximumPollers"]) == (100, 100)
+    # No poller at rest: the planner raises 100 for a burst of 10,000 the schedule shows, and
+    # allows up to 100 (wakeup.logic.planner).
+    assert (defaults["CallerMinimumPollers"], defaults["CallerMaximumPollers"]) == (0, 100)
+    assert defaults["PlannerEnabled"] == "true"
     assert (defaults["CallerMemorySize"], defaults["WakeMemorySize"]) == (1024, 1769)
     assert (defaults["TableWarmWriteUnitsPerSecond"], defaults["TableWarmReadUnitsPerSecond"]) == (40000, 12000)
     # The account's API Gateway quota ("Amazon API Gateway quotas"): 10,000 a second, a burst of 5,000.
@@ -376,7 +394,14 @@ def test_no_resource_has_a_fixed_physical_name(template: dict[str, Any]) -> None
 
 
 def test_every_sub_variable_names_a_parameter_resource_or_pseudo_parameter(template: dict[str, Any]) -> None:
-    known = set(template["Parameters"]) | set(template["Resources"])
+    # SAM names an SQS event's mapping <function><event> ("Generated CloudFormation resources").
+    generated = {
+        f"{logical_id}{event_id}"
+        for logical_id, function in resources_of_type(template, "AWS::Serverless::Function").items()
+        for event_id, event in function["Properties"].get("Events", {}).items()
+        if event["Type"] == "SQS"
+    }
+    known = set(template["Parameters"]) | set(template["Resources"]) | generated
     unknown = []
 
     def visit(node: Any) -> None:

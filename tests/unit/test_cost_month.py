@@ -17,7 +17,7 @@ TINY_STEADY_S = 5  # 500 wakes at 100 a second: the output's shape, not its figu
 def month(overrides: Mapping[str, str] | None = None) -> dict[str, cost.MonthLine]:
     template = load_template(TEMPLATE)
     resolver = Resolver(template, stack_name="t", parameter_overrides=dict(overrides or {}))
-    at_rest = bill.at_rest(from_template(TEMPLATE, overrides))
+    at_rest = bill.at_rest(from_template(TEMPLATE, overrides), resolver.condition("PlannerOn"))
     return {line.item: line for line in cost.idle_month(resolver, at_rest)}
 
 
@@ -137,6 +137,27 @@ def test_x_ray_records_the_first_invocation_each_second_and_one_in_twenty_of_the
     assert cost.traces_a_second(101) == pytest.approx(1 + 0.05 * 100)
 
 
-def test_the_custom_metrics_at_rest_are_those_a_sweep_with_nothing_to_do_publishes() -> None:
-    # The sweeper counts its recoveries, zero included, so that its alarm always has data: one metric.
-    assert bill.custom_metrics_at_rest() == 1
+def test_the_custom_metrics_at_rest_are_those_a_sweep_and_a_plan_with_nothing_to_do_publish() -> None:
+    # The sweeper counts its recoveries and the planner its pollers, zero included, so that their
+    # heartbeat alarms always have data: one metric each.
+    assert bill.custom_metrics_at_rest() == 2
+
+
+def test_the_planner_reads_each_shard_of_the_pending_wakes_index_every_minute() -> None:
+    reads = next(line for item, line in month().items() if item.startswith("PlannerFunction reads"))
+    assert f"({PENDING_SHARDS} queries a run)" in reads.item
+    assert reads.quantity == pytest.approx(730 * 60 * PENDING_SHARDS * 0.5)
+
+
+def test_with_the_planner_off_nothing_of_it_is_paid() -> None:
+    off = month({"PlannerEnabled": "false"})
+    assert not [item for item in off if item.startswith("PlannerFunction")]
+    assert off["custom metrics published at rest"].quantity == 1
+    assert off["alarms"].quantity == month()["alarms"].quantity - 2
+
+
+def test_the_idle_month_with_the_defaults_is_at_most_eight_dollars() -> None:
+    # Issue 16's goal: nothing paid at rest but what the stack keeps running (no provisioned poller).
+    idle = month()
+    assert idle["provisioned event pollers (CallerMinimumPollers)"].usd == 0
+    assert sum(line.usd for line in idle.values()) <= 8.00

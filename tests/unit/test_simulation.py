@@ -21,9 +21,10 @@ def test_a_burst_at_one_second_is_called_within_a_second_none_lost_none_twice(pa
 
 
 @pytest.mark.parametrize("path", ["near", "far"])
-def test_a_burst_on_an_idle_stack_is_called_within_a_second_with_the_templates_pollers(path: str) -> None:
-    # given an event source at rest and no warm caller: the template's provisioned pollers are
-    # ready (Lambda's default scaling, five batches and five more a second, makes it p99 2.9 s)
+def test_a_burst_on_an_idle_stack_is_called_within_a_second_with_the_planners_pollers(path: str) -> None:
+    # given an event source at rest and no warm caller: the pollers the planner raised for the
+    # burst are ready (Lambda's default scaling, five batches and five more a second, makes it
+    # p99 2.9 s; tests/unit/test_simulation_planner.py)
     figures = report.figures(run(Scenario("cold burst", 1000, path=path), from_template()))
     assert figures.p99_s <= 1.0
     assert figures.lost == 0 and figures.called_twice == 0 and figures.overlapping_calls == 0

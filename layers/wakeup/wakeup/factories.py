@@ -10,12 +10,19 @@ from wakeup import aws
 from wakeup.settings import get_settings
 from wakeup.signing import SigningKeys
 from wakeup.table import DynamoStore
+from wakeup.table.pending import PendingIndex
 from wakeup.triggers import Triggers
 
 
 @functools.cache
 def get_store() -> DynamoStore:
     return DynamoStore(get_settings().table)
+
+
+@functools.cache
+def get_pending_index() -> PendingIndex:
+    """The planner's keys-only read of the pending-wakes index."""
+    return PendingIndex(get_settings().table)
 
 
 @functools.cache
@@ -41,5 +48,6 @@ def reset() -> None:
     """Forgets settings, store, triggers and keys, so the next call reads the environment again."""
     get_settings.cache_clear()
     get_store.cache_clear()
+    get_pending_index.cache_clear()
     get_triggers.cache_clear()
     get_signing_keys.cache_clear()

@@ -20,3 +20,4 @@ class Metric(StrEnum):
     STALE_TRIGGERS_DROPPED = "StaleTriggersDropped"
     OVERDUE_WAKES_REARMED = "OverdueWakesRearmed"
     WAKES_GIVEN_UP = "WakesGivenUp"
+    PLANNED_POLLERS = "PlannedPollers"  # the planner's, every run (0: provisioned mode off)
