@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from cfn_template import TEMPLATE, resources_of_type
 
-from wakeup_local.template import NO_VALUE, Resolver
-from wakeup_local.template import load_template as load_for_stack
+from wakeup_awsfacts.template import NO_VALUE, Resolver
+from wakeup_awsfacts.template import load_template as load_for_stack
 
 PLANNER_RESOURCES = {"PlannerFunction", "PlannerLogGroup", "PlannerHeartbeatAlarm", "PlannerFunctionErrorsAlarm"}
 
