@@ -152,9 +152,10 @@ def bound_s(deployment: Deployment, injector: FaultInjector, instance_id: str, a
     s = deployment.settings
     watch = injector.watch
     shard = int(pending_shard(instance_id))
-    sweeps = sum(
-        1 for (_, failed), when in watch.sweeps_failed.items() if failed in (None, shard) and at <= when <= called
-    )
+    sweeps = sum(1 for (_, left), when in watch.sweeps_failed.items() if left in (None, shard) and at <= when <= called)
+    # A sweep slowed by faults before the wake's shard, but not ended, re-arms it later, within
+    # the sweeper's own timeout.
+    slowed = any(at <= when <= called for when in watch.sweeps_failed.values())
     calls = sum(deployment.settings.call_timeout_s + retry_delay_s(n) for n in watch.host_failures.get(instance_id, []))
     return (
         s.claim_lease_s
@@ -163,7 +164,8 @@ def bound_s(deployment: Deployment, injector: FaultInjector, instance_id: str, a
         + s.sweep_grace_s
         + BASE_S
         + watch.hits[instance_id] * cycle_s(deployment)
-        + sweeps * (SWEEP_EVERY_S + BOTOCORE_WORST_S)
+        + sweeps * SWEEP_EVERY_S
+        + (FUNCTION_TIMEOUT_S["SweeperFunction"] if slowed else 0.0)
         + calls
     )
 

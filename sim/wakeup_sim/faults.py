@@ -188,7 +188,7 @@ class Watch:
     # What the bound of a wake's recovery adds up (see `fault_matrix.bound_s`), per instance.
     hits: Counter[str] = field(default_factory=Counter)
     host_failures: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))  # attempt numbers
-    # (a broken sweep's start, its shard: None for all) -> its first fault's time
+    # (a broken sweep's start, the shard it left: None for all) -> its first fault's time
     sweeps_failed: dict[tuple[float, int | None], float] = field(default_factory=dict)
     natural_timeouts: int = 0
 
@@ -221,7 +221,7 @@ class FaultInjector:
         # The wake each task works on (its instance id), and the call it made, if any.
         self.context: dict[Any, str] = {}
         self.context_cpu: dict[Any, Cpu | None] = {}
-        self.shard: dict[Any, int] = {}  # the sweeper's task -> the shard it reads
+        self.shard: dict[Any, int] = {}  # the sweeper's task -> the shard it sweeps
         self._request_hit: set[tuple[Any, str]] = set()  # (task, place): its request met a fault already
         self.call_note: dict[Any, CallNote] = {}
 
@@ -234,19 +234,18 @@ class FaultInjector:
         task = getcurrent()
         instance = self.context.get(task)
         cpu = self.cpu_of()
-        if not hit:
-            pass
-        elif instance is not None:
+        if hit and instance is not None:
             self.watch.hits[instance] += 1
             if label.startswith("secretsmanager:"):
                 # The environment's other records wait for the same read of the secret.
                 for other, other_cpu in self.context_cpu.items():
                     if other_cpu is cpu and other is not task:
                         self.watch.hits[self.context[other]] += 1
-        elif cpu is not None and self._function.get(cpu) == "SweeperFunction":
-            # A broken sweep of a shard delays the wakes it would have re-armed by one period,
-            # however many of its requests met faults; a sweeper that dies leaves every shard.
-            shard = None if label.startswith("function:") else self.shard.get(task)
+        if hit and cpu is not None and self._function.get(cpu) == "SweeperFunction":
+            # A fault in a shard's read or re-arms leaves that shard to the next sweep; one that
+            # ends the sweeper (a death, Lambda's timeout) leaves every shard.
+            ends = label.startswith("function:") or "Lambda's timeout" in label
+            shard = None if ends else self.shard.get(task)
             self.watch.sweeps_failed.setdefault((self._started[cpu], shard), self.engine.now)
         note = self.call_note.get(task)
         if note is not None:
@@ -629,20 +628,17 @@ def trigger_bodies(bodies: list[str]) -> set[tuple[str, str, int]]:
 
 
 def watch_sweeps(faults: FaultInjector, store: Any) -> None:
-    """The store's `overdue` and `postpone`, as the sweeper calls them: the shard it reads, then
-    the wake it re-arms, as its task's context (until its next step)."""
+    """The store's `overdue` and `postpone`, as the sweeper calls them: the shard it sweeps, and the
+    wake it re-arms (from its `postpone` to its next step), are its task's context."""
     overdue, postpone = store.overdue, store.postpone
 
     def watched_overdue(shard: int, before: datetime) -> Any:
-        task = getcurrent()
-        faults.context.pop(task, None)
-        faults.shard[task] = shard
+        faults.context.pop(getcurrent(), None)
+        faults.shard[getcurrent()] = shard
         return overdue(shard, before)
 
     def watched_postpone(trigger: Trigger, due: datetime, now_ms: int) -> bool:
-        task = getcurrent()
-        faults.shard.pop(task, None)
-        faults.context[task] = trigger.instance_id
+        faults.context[getcurrent()] = trigger.instance_id
         return bool(postpone(trigger, due, now_ms))
 
     store.overdue, store.postpone = watched_overdue, watched_postpone
