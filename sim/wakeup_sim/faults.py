@@ -204,6 +204,7 @@ class FaultInjector:
         self.cpu_of = cpu_of
         self.watch = Watch()
         self.injected: Counter[str] = Counter()
+        self.followed: Counter[str] = Counter()  # what the faults led to (see `note`)
         self.requests: Counter[str] = Counter()  # place -> requests (first attempts), points, calls
         self._by_place: dict[str, list[Kind]] = defaultdict(list)
         for fault in faults.faults:
@@ -227,10 +228,11 @@ class FaultInjector:
 
     # -- bookkeeping -----------------------------------------------------------------------------
 
-    def note(self, label: str, hit: bool = True) -> None:
-        """A fault injected in the running task: counted, and put to its open call; `hit`: the
-        first to meet this request or call, put to its wake (or its sweep)."""
-        self.injected[label] += 1
+    def note(self, label: str, hit: bool = True, injected: bool = True) -> None:
+        """A fault in the running task, put to its open call; `hit`: the first to meet this
+        request or call, put to its wake (or its sweep); `injected`: one of the row's faults
+        (else what one led to: Lambda's timeout reached, a batch's environment gone)."""
+        (self.injected if injected else self.followed)[label] += 1
         task = getcurrent()
         instance = self.context.get(task)
         cpu = self.cpu_of()
@@ -312,7 +314,7 @@ class FaultInjector:
         name = self._function[cpu]
         self.requests[f"function:{name}"] += 1
         if cpu in self.dead:
-            self.note(f"{name} died with its environment")
+            self.note(f"{name} died with its environment", injected=False)
             raise Died(name)
         self._points[cpu] += 1
         doom = self._doom.get(cpu)
@@ -336,7 +338,7 @@ class FaultInjector:
         if cpu is not None and cpu in self._function and self.engine.now >= self._deadline[cpu]:
             self.dead.add(cpu)
             self.watch.natural_timeouts += 1
-            self.note(f"{self._function[cpu]} reached Lambda's timeout before {at}")
+            self.note(f"{self._function[cpu]} reached Lambda's timeout before {at}", injected=False)
             raise Died(self._function[cpu])
 
     # -- AWS requests ----------------------------------------------------------------------------
@@ -466,25 +468,30 @@ class FaultyClient:
         return call
 
 
-class _GreenLock:
-    """`SigningKeys`' lock for tasks on virtual time: one reads the secret, the others wait for it
-    (a thread's lock would stop the one thread every task runs in)."""
+class _EnvironmentLocks:
+    """`SigningKeys`' lock, one per execution environment (each has its own `SigningKeys`, made
+    once a process), for tasks on virtual time: one reads the secret, the environment's others
+    wait for it (a thread's lock would stop the one thread every task runs in)."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.held = False
-        self.waiting: list[Callable[[], None]] = []
+    def __init__(self, engine: Engine, cpu_of: Callable[[], Cpu | None]) -> None:
+        self.engine, self.cpu_of = engine, cpu_of
+        self.held: set[Cpu | None] = set()
+        self.waiting: dict[Cpu | None, list[Callable[[], None]]] = defaultdict(list)
+        self._mine: dict[Any, Cpu | None] = {}  # task -> the environment whose lock it holds
 
     def __enter__(self) -> None:
-        while self.held:
-            self.waiting.append(self.engine.park())
+        cpu = self.cpu_of()
+        while cpu in self.held:
+            self.waiting[cpu].append(self.engine.park())
             self.engine.wait_parked()
-        self.held = True
+        self.held.add(cpu)
+        self._mine[getcurrent()] = cpu
 
     def __exit__(self, *_: object) -> None:
-        self.held = False
-        if self.waiting:
-            self.waiting.pop(0)()
+        cpu = self._mine.pop(getcurrent())
+        self.held.discard(cpu)
+        if self.waiting[cpu]:
+            self.waiting[cpu].pop(0)()
 
 
 class FaultySecrets:
@@ -514,7 +521,7 @@ class FaultySecrets:
 
 def signing_keys(engine: Engine, faults: FaultInjector, master: str, secret_id: str) -> SigningKeys:
     keys = SigningKeys(FaultySecrets(master, faults), secret_id)
-    keys._reading = _GreenLock(engine)  # type: ignore[assignment]
+    keys._reading = _EnvironmentLocks(engine, faults.cpu_of)  # type: ignore[assignment]
     return keys
 
 
