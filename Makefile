@@ -95,6 +95,12 @@ simulate: $(STAMP)
 cost: $(STAMP)
 	PYTHONPATH=. $(BIN)/python -m bench.cost --parameter-overrides $(PARAMS)
 
+# The fault matrix (docs/faults.md): every fault AWS allows, each function dying, hosts hanging, at
+# 1% and 10%, a row each on the simulator; exits 1 on any lost, concurrent or early wake.
+.PHONY: faults
+faults: $(STAMP)
+	PYTHONPATH=. $(BIN)/python -m wakeup_sim.fault_matrix $(FAULTS_ARGS)
+
 # The simulator against the local stack: measures the local stack's profile on this machine, runs
 # the same bursts on the local stack and in the simulator, and prints both (docs/scaling.md).
 .PHONY: calibrate

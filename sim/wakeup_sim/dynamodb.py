@@ -89,6 +89,16 @@ class Io:
     def backoff(self, attempt: int) -> None:
         """Waits before attempt `attempt + 1` of a throttled request."""
 
+    def fault(self, operation: str, attempt: int) -> Exception | None:
+        """The error attempt `attempt` (0 first) of a request meets before it reaches the table, its
+        time waited out (None: it reaches the table). `wakeup_sim.faults` injects them here."""
+        return None
+
+    def reply_lost(self, operation: str) -> Exception | None:
+        """The error a request that reached the table (and, a write, applied) gets instead of its
+        reply, its time waited out (None: the reply arrives)."""
+        return None
+
 
 class _MemoryClient:
     """The client requests `DynamoStore` makes outside the writes `MemoryStore` has as methods: an
@@ -164,38 +174,62 @@ class MemoryStore:
         return size
 
     def _read(self, pk: str, operation: str = "GetItem", consistent: bool = True) -> Item | None:
+        error: Exception | None = None
         for attempt in range(MAX_ATTEMPTS):
             self.io.request(operation)
-            item = self.items.get(pk)
-            units = read_units(self._size(pk, item), consistent)
-            if self.io.admit(units, 0, []):
-                self.metered.requests[f"dynamodb:{operation}"] += 1
-                self.metered.read_units += units
-                return item.copy() if item is not None else None
-            self.metered.throttled += 1
+            error = self.io.fault(operation, attempt)
+            if error is None:
+                item = self.items.get(pk)
+                units = read_units(self._size(pk, item), consistent)
+                if self.io.admit(units, 0, []):
+                    self.metered.requests[f"dynamodb:{operation}"] += 1
+                    self.metered.read_units += units
+                    error = self.io.reply_lost(operation)
+                    if error is None:
+                        return item.copy() if item is not None else None
+                else:
+                    self.metered.throttled += 1
             self.io.backoff(attempt + 1)
-        raise self._throttled(operation)
+        raise error or self._throttled(operation)
 
     def _read_many(self, pks: list[str], consistent: bool) -> list[Item]:
         """One BatchGetItem: each item costs its own read units, a missing one the least (DynamoDB
         read and write operations); all admitted or the request throttled, never a part."""
+        error: Exception | None = None
         for attempt in range(MAX_ATTEMPTS):
             self.io.request("BatchGetItem")
-            found = [self.items[pk] for pk in pks if pk in self.items]
-            units = sum(read_units(self._size(pk, self.items.get(pk)), consistent) for pk in pks)
-            if self.io.admit(units, 0, []):
-                self.metered.requests["dynamodb:BatchGetItem"] += 1
-                self.metered.read_units += units
-                return [item.copy() for item in found]
-            self.metered.throttled += 1
+            error = self.io.fault("BatchGetItem", attempt)
+            if error is None:
+                found = [self.items[pk] for pk in pks if pk in self.items]
+                units = sum(read_units(self._size(pk, self.items.get(pk)), consistent) for pk in pks)
+                if self.io.admit(units, 0, []):
+                    self.metered.requests["dynamodb:BatchGetItem"] += 1
+                    self.metered.read_units += units
+                    error = self.io.reply_lost("BatchGetItem")
+                    if error is None:
+                        return [item.copy() for item in found]
+                else:
+                    self.metered.throttled += 1
             self.io.backoff(attempt + 1)
-        raise self._throttled("BatchGetItem")
+        raise error or self._throttled("BatchGetItem")
 
     def _query(self, request: dict[str, Any]) -> dict[str, Any]:
         """A Query of an index, as DynamoDB answers it: the entries in the index's order, each with
         only what the index projects (`KEYS_ONLY`: its keys and the table's), at most `Limit`, with
         `LastEvaluatedKey` when the limit stopped it; eventually consistent read units for the
         entries' size. Only the key conditions `DynamoStore` writes are understood."""
+        # A failed attempt retried as botocore's standard mode does (its throttling is not simulated).
+        for attempt in range(MAX_ATTEMPTS):
+            self.io.request("Query")
+            error = self.io.fault("Query", attempt) or self.io.reply_lost("Query")
+            if error is None:
+                return self._answer_query(request)
+            if attempt + 1 == MAX_ATTEMPTS:
+                raise error
+            self.io.backoff(attempt + 1)
+        raise AssertionError("unreachable")
+
+    def _answer_query(self, request: dict[str, Any]) -> dict[str, Any]:
         index = next(i for i in self.indexes if i.name == request["IndexName"])
         values = {k: _deserializer.deserialize(v) for k, v in request["ExpressionAttributeValues"].items()}
         hash_key, range_key = index.keys
@@ -225,7 +259,6 @@ class MemoryStore:
         limit = request.get("Limit")
         page = entries[:limit] if limit is not None else entries
         projected = [index.entry(self.items[pk]) for _, pk in page]
-        self.io.request("Query")
         self.metered.requests["dynamodb:Query"] += 1
         self.metered.read_units += read_units(sum(item_size(entry) for entry in projected), consistent=False)
         answer: dict[str, Any] = {"Items": [dump(entry) for entry in projected], "Count": len(projected)}
@@ -234,15 +267,30 @@ class MemoryStore:
         return answer
 
     def _write(
-        self, pk: str, change: Callable[[Item | None], Item | None], operation: str = "UpdateItem"
+        self,
+        pk: str,
+        change: Callable[[Item | None], Item | None],
+        operation: str = "UpdateItem",
+        knows_own_write: bool = False,
     ) -> tuple[Item | None, Item | None]:
         """Applies `change` to the item as one conditional write; returns the item before and after.
 
         `change` gets a copy of the item (None when absent) and returns the new one (None deletes),
         or raises `_ConditionFailed`, which is raised again once the failed write is metered.
+
+        A write whose reply was lost is sent again, as botocore does: applied again, or refused by
+        its own first application. `knows_own_write`: the write is `DynamoStore`'s
+        `conditional_update`, which tells its own refusal by the `write_id` it stamped; here, by
+        the item being still the one it wrote (a change since by any write counts as another's).
         """
+        applied: tuple[Item | None, Item | None] | None = None
+        error: Exception | None = None
         for attempt in range(MAX_ATTEMPTS):
             self.io.request(operation)
+            error = self.io.fault(operation, attempt)
+            if error is not None:
+                self.io.backoff(attempt + 1)
+                continue
             old = self.items.get(pk)
             failed = False
             try:
@@ -260,16 +308,22 @@ class MemoryStore:
                 for name, _, index_units in index_writes:
                     self.metered.index_write_units[name] += index_units
                 if failed:
+                    if knows_own_write and applied is not None and self.items.get(pk) is applied[1]:
+                        return applied
                     raise _ConditionFailed
                 self._store(pk, old, new)
                 if new is None:
                     self._sizes.pop(pk, None)
                 else:
                     self._sizes[pk] = (new, new_size)
-                return old, new
-            self.metered.throttled += 1
+                error = self.io.reply_lost(operation)
+                if error is None:
+                    return old, new
+                applied = (old, new)
+            else:
+                self.metered.throttled += 1
             self.io.backoff(attempt + 1)
-        raise self._throttled(operation)
+        raise error or self._throttled(operation)
 
     def _index_writes(self, old: Item | None, new: Item | None) -> list[tuple[str, Any, int]]:
         writes = []
@@ -431,7 +485,7 @@ class MemoryStore:
 
         pk = instance_key(trigger.instance_id)
         try:
-            _, new = self._write(pk, change)
+            _, new = self._write(pk, change, knows_own_write=True)
         except _ConditionFailed:
             # ReturnValuesOnConditionCheckFailure=ALL_OLD: the item as it was, when there is one.
             current = self.items.get(pk)
@@ -448,7 +502,7 @@ class MemoryStore:
             return item
 
         try:
-            self._write(instance_key(trigger.instance_id), change)
+            self._write(instance_key(trigger.instance_id), change, knows_own_write=True)
         except _ConditionFailed:
             return False
         return True
