@@ -120,7 +120,7 @@ def api(stack: StackProcess) -> Iterator[Api]:
 # (`-m cpu_heavy`), never beside a test that times a stack. (pytest-xdist's loadgroup would put them on
 # one worker, but with pytest 9.2 it silently stops grouping: pytest-dev/pytest-xdist#1386.)
 # Only under tests/unit, which that phase collects.
-CPU_HEAVY = ("test_simulation", "test_cost_floor", "test_fault")
+CPU_HEAVY = ("test_simulation", "test_cost_floor", "test_cost_month", "test_fault")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
