@@ -222,12 +222,13 @@ REPO_TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
-        # The defaults: 100 pollers ready and at most, ten batches each (the local stack then caps
-        # them at the caller's own bound, as the function's concurrency caps a mapping on Lambda).
-        ({}, Scaling(1000, 1000, 1000)),
+        # The defaults: provisioned mode off (the planner turns it on for a burst), so Lambda's
+        # default scaling: five batches and 300 more a minute.
+        ({}, Scaling(5, 1000, 300)),
+        # 100 pollers ready and at most, ten batches each (the local stack then caps them at the
+        # caller's own bound, as the function's concurrency caps a mapping on Lambda).
+        ({"CallerMinimumPollers": "100"}, Scaling(1000, 1000, 1000)),
         ({"CallerMinimumPollers": "2", "CallerMaximumPollers": "4"}, Scaling(20, 40, 1000)),
-        # Provisioned mode off: Lambda's default scaling, five batches and 300 more a minute.
-        ({"CallerMinimumPollers": "0"}, Scaling(5, 1000, 300)),
     ],
 )
 def test_the_callers_mapping_follows_the_templates_poller_and_batch_parameters(

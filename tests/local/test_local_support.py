@@ -95,7 +95,8 @@ def test_run_sweeper_runs_the_stacks_sweeper_now(stack: StackProcess, api: Api) 
         for _ in range(2):
             make_overdue()
             logged = len(stack.log_text())
-            [swept] = stack.run_sweeper()
+            # The stack's scheduled functions are the sweeper and the planner: the sweeper's result.
+            [swept] = [result for result in stack.run_sweeper() if "overdue" in result]
             if swept["rearmed"] >= 1:
                 break
         # then the stack's sweeper found it and armed it again
