@@ -159,7 +159,7 @@ class LocalStack:
         return signing_secret(signing_keys(self.master_key_secret, self.clients.secretsmanager), account)
 
     def run_sweeper(self) -> list[Any]:
-        """Runs the template's scheduled functions (the sweeper) now and returns their results."""
+        """Runs the template's scheduled functions (the sweeper, the planner) now; returns their results."""
         if self._recurring is None:
             raise RuntimeError("the local stack is not running")
         return self._recurring.run_now()

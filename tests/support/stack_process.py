@@ -94,7 +94,8 @@ class StackProcess:
         return str(self._command({"op": "signing_secret", "token": account_token}))
 
     def run_sweeper(self) -> list[Any]:
-        """Runs the stack's scheduled functions (the sweeper and the planner) now, in the stack, and returns their results."""
+        """Runs the stack's scheduled functions (the sweeper and the planner) now, in the stack, and
+        returns their results."""
         return list(self._command({"op": "sweep"}))
 
     def log_text(self) -> str:
