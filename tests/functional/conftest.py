@@ -9,7 +9,10 @@
   service's objects that each work with accounts and instances of their own and read no queue.
 - `own_queue_env`: the same with a caller queue of the test's own, for tests that read what was
   queued (the caller's).
-  The caller's and sweeper's tests, which need a table of their own per test, define their own.
+- `own_env`: a table, queues and schedule group of the test's own, for tests whose wakes, queue or
+  overdue items must not reach another's (a module names it its `env`).
+- `host`: a scriptable host on loopback; `proxy` and `lossy_store`: a DynamoDB proxy that loses the
+  replies a test asks it to, and the store through it.
 - `metrics_namespace`: the namespace the template gives the functions' metrics.
 """
 
@@ -18,10 +21,12 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
-from moto_env import Deployed, RecordingTriggers, deployed, moto_endpoint
+from lost_reply import LostReplyProxy
+from moto_env import Deployed, Host, RecordingTriggers, deployed, moto_endpoint, serving_host
 
 from wakeup import factories
 from wakeup.observability import metrics
+from wakeup.table import DynamoStore
 
 
 @pytest.fixture(scope="session")
@@ -65,3 +70,26 @@ def metrics_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
     # Powertools reads the namespace when `wakeup.observability` is first imported; the template
     # sets it for the functions.
     monkeypatch.setattr(metrics, "namespace", metrics.namespace or "Wakeup")
+
+
+@pytest.fixture
+def own_env(endpoint: str) -> Iterator[Deployed]:
+    with deployed(endpoint) as made:
+        yield made
+
+
+@pytest.fixture
+def host() -> Iterator[Host]:
+    with serving_host() as started:
+        yield started
+
+
+@pytest.fixture
+def proxy(endpoint: str) -> Iterator[LostReplyProxy]:
+    with LostReplyProxy(endpoint) as started:
+        yield started
+
+
+@pytest.fixture
+def lossy_store(env: Deployed, proxy: LostReplyProxy) -> DynamoStore:
+    return DynamoStore(env.settings.table, client=proxy.dynamodb())

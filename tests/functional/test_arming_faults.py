@@ -7,13 +7,12 @@ The real store and triggers over the local stack's moto, with faults injected at
 (`faulty.FaultyClient`).
 """
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import pytest
 from botocore.exceptions import ClientError
 from faulty import FaultyClient, throttled
-from moto_env import Deployed, RecordingTriggers, deployed, serving_host
+from moto_env import Deployed, RecordingTriggers, serving_host
 
 from wakeup.errors import UnavailableError
 from wakeup.logic import instances
@@ -28,9 +27,8 @@ URL = "http://127.0.0.1:9/unused"  # nothing is called here
 
 
 @pytest.fixture
-def env(endpoint: str) -> Iterator[Deployed]:
-    with deployed(endpoint) as made:
-        yield made
+def env(own_env: Deployed) -> Deployed:
+    return own_env
 
 
 class RefusingOne(RecordingTriggers):

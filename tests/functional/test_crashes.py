@@ -13,14 +13,14 @@ clock that far ahead rather than waited for.
 import json
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from faulty import Died, FaultyClient, throttled
-from moto_env import Deployed, Host, LambdaContext, deployed, private_handler, serving_host
+from moto_env import Deployed, Host, LambdaContext, private_handler, serving_host
 from sample_events import sqs_batch
 
 from wakeup.errors import UnauthorizedError
@@ -39,15 +39,8 @@ pytestmark = pytest.mark.usefixtures("metrics_namespace")
 
 
 @pytest.fixture
-def env(endpoint: str) -> Iterator[Deployed]:
-    with deployed(endpoint) as made:
-        yield made
-
-
-@pytest.fixture
-def host() -> Iterator[Host]:
-    with serving_host() as started:
-        yield started
+def env(own_env: Deployed) -> Deployed:
+    return own_env
 
 
 def due_wake(env: Deployed, url: str) -> Trigger:

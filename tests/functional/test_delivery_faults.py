@@ -6,13 +6,12 @@ The real store, triggers and keys over the local stack's moto, with faults injec
 requests (`faulty.FaultyClient`), and a loopback host.
 """
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 from botocore.exceptions import ClientError
 from faulty import Died, FaultyClient, throttled
-from moto_env import Deployed, Host, deployed, serving_host
+from moto_env import Deployed, Host, serving_host
 
 from wakeup.factories import signing_keys
 from wakeup.logic.delivery import Caller, Result, Source
@@ -25,15 +24,8 @@ from wakeup.triggers import Triggers
 
 
 @pytest.fixture
-def env(endpoint: str) -> Iterator[Deployed]:
-    with deployed(endpoint) as made:
-        yield made
-
-
-@pytest.fixture
-def host() -> Iterator[Host]:
-    with serving_host() as started:
-        yield started
+def env(own_env: Deployed) -> Deployed:
+    return own_env
 
 
 def faulty_store(env: Deployed, **faults: BaseException) -> DynamoStore:

@@ -13,7 +13,7 @@ developer guide).
 """
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from botocore.client import BaseClient
 from caller_mapping import sqs_mapping
-from moto_env import Deployed, Host, LambdaContext, deployed, environment, private_handler, serving_host
+from moto_env import Deployed, Host, LambdaContext, environment, private_handler
 from sample_events import (
     GET_INSTANCE,
     LIST_INSTANCES,
@@ -125,15 +125,8 @@ def requests(monkeypatch: pytest.MonkeyPatch) -> Requests:
 
 
 @pytest.fixture
-def env(endpoint: str) -> Iterator[Deployed]:
-    with deployed(endpoint) as env:
-        yield env
-
-
-@pytest.fixture
-def host() -> Iterator[Host]:
-    with serving_host() as host:
-        yield host
+def env(own_env: Deployed) -> Deployed:
+    return own_env
 
 
 def invoker(env: Deployed, requests: Requests, function: str) -> Callable[[Any], Any]:

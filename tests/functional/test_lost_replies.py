@@ -7,7 +7,6 @@ A proxy in front of moto applies the write and drops the reply; botocore's own r
 as the functions configure it, sends the request again.
 """
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -24,17 +23,6 @@ from wakeup.times import epoch_ms, now
 def env(module_env: Deployed) -> Deployed:
     """The module's resources: each test works with accounts and instances of its own."""
     return module_env
-
-
-@pytest.fixture
-def proxy(endpoint: str) -> Iterator[LostReplyProxy]:
-    with LostReplyProxy(endpoint) as started:
-        yield started
-
-
-@pytest.fixture
-def lossy_store(env: Deployed, proxy: LostReplyProxy) -> DynamoStore:
-    return DynamoStore(env.settings.table, client=proxy.dynamodb())
 
 
 def due_wake(env: Deployed, url: str = "http://127.0.0.1:9") -> Trigger:

@@ -7,13 +7,12 @@ A proxy in front of moto applies the request and drops the reply (`lost_reply.Lo
 botocore's own retry, configured as the functions configure it, sends the request again.
 """
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from lost_reply import LostReplyProxy
-from moto_env import Deployed, deployed, serving_host
+from moto_env import Deployed, serving_host
 
 from wakeup.host_call import call_wake
 from wakeup.logic import instances
@@ -27,20 +26,8 @@ from wakeup.tokens import TokenKind
 
 
 @pytest.fixture
-def env(endpoint: str) -> Iterator[Deployed]:
-    with deployed(endpoint) as made:
-        yield made
-
-
-@pytest.fixture
-def proxy(endpoint: str) -> Iterator[LostReplyProxy]:
-    with LostReplyProxy(endpoint) as started:
-        yield started
-
-
-@pytest.fixture
-def lossy_store(env: Deployed, proxy: LostReplyProxy) -> DynamoStore:
-    return DynamoStore(env.settings.table, client=proxy.dynamodb())
+def env(own_env: Deployed) -> Deployed:
+    return own_env
 
 
 def raw_item(env: Deployed, instance_id: str) -> dict[str, Any]:

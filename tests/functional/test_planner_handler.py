@@ -18,7 +18,6 @@ from moto_env import (
     Deployed,
     LambdaContext,
     counted,
-    deployed,
     emitted_metrics,
     environment,
     private_handler,
@@ -37,9 +36,8 @@ BURST = 12
 
 
 @pytest.fixture
-def env(endpoint: str) -> Iterator[Deployed]:
-    with deployed(endpoint) as env:
-        yield env
+def env(own_env: Deployed) -> Deployed:
+    return own_env
 
 
 @pytest.fixture
