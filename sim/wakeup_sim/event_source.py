@@ -83,19 +83,52 @@ class EventSource:
         self.engine.at(self.engine.now + 1, self._scale)
 
     def _wake_pollers(self) -> None:
-        """Messages became visible: pollers filling a batch look, and enough idle ones to take them."""
-        at, now = self.engine.at, self.engine.now
-        for poller, turn in self._filling:
-            if poller.waiting and poller.turn == turn:
-                poller.waiting = False
-                at(now, self._fill, poller)
+        """Messages became visible: pollers filling a batch look, and enough idle ones to take them.
+
+        They look and receive as one event each time, in the order they were woken: most find the
+        message taken by one before them, and an event each cost more than all the rest."""
+        now = self.engine.now
+        woken = [poller for poller, turn in self._filling if poller.waiting and poller.turn == turn]
+        for poller in woken:
+            poller.waiting = False
         self._filling.clear()
+        idle = len(woken)
         wanted = -(-self.queue.visible() // SQS_MAX_RECEIVE)
         while wanted > 0 and self._idle:
             since, poller = self._idle.popleft()
             self.idle_poll_s += now - since
-            at(now, self._woken, poller)
+            woken.append(poller)
             wanted -= 1
+        if self.poll_interval_s:
+            for poller in woken[:idle]:
+                self.engine.at(now, self._fill, poller)
+            for poller in woken[idle:]:
+                self.engine.at(now, self._woken, poller)
+        elif woken:
+            self.engine.at(now, self._look_all, woken, idle)
+
+    def _look_all(self, woken: list[_Poller], idle: int) -> None:
+        """The woken pollers look at the queue, in order: those filling a batch (before `idle`), then idle ones."""
+        receiving: list[_Poller] = []
+        for poller in woken[:idle]:
+            if self.queue.visible():
+                receiving.append(poller)
+            else:
+                self._fill(poller)
+        filling = len(receiving)
+        for poller in woken[idle:]:
+            if poller.index <= int(self.target) and self.queue.visible():
+                receiving.append(poller)
+            else:
+                self._again(poller)
+        if receiving:
+            self.engine.at(self.engine.now + self.receive_latency_s, self._receive_all, receiving, filling)
+
+    def _receive_all(self, receiving: list[_Poller], filling: int) -> None:
+        for poller in receiving[:filling]:
+            self._receive_more(poller)
+        for poller in receiving[filling:]:
+            self._receive(poller)
 
     def long_polls(self) -> float:
         """Empty receives so far: the mapping's resting pollers each end a long poll every 20 s (a
@@ -159,6 +192,9 @@ class EventSource:
             return
         poller.batch = batch
         poller.deadline = self.engine.now + self.window_s
+        if len(batch) < self.batch_size:
+            poller.turn += 1  # a new batch: its window's end (one event) wakes only this wait
+            self.engine.at(poller.deadline, self._window_ends, poller, poller.turn)
         self._fill(poller)
 
     def _fill(self, poller: _Poller) -> None:
@@ -170,10 +206,8 @@ class EventSource:
                 return
             if now < poller.deadline:
                 # Waits until messages become visible or the window ends, whichever comes first.
-                poller.turn += 1
                 poller.waiting = True
                 self._filling.append((poller, poller.turn))
-                self.engine.at(poller.deadline, self._window_ends, poller, poller.turn)
                 return
             # The long poll that waited out the batching window ends empty.
             self.queue.requests["sqs:ReceiveMessage"] += 1
