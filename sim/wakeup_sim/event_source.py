@@ -39,7 +39,7 @@ class _Poller:
         self.task = task
         self.batch: list[Message] = []
         self.deadline = 0.0
-        self.turn = 0  # its current wait for messages, in `_filling`
+        self.turn = 0  # its batch's number: an entry of `_filling` or a window's end from an earlier one is stale
         self.waiting = False
 
 
@@ -62,7 +62,7 @@ class EventSource:
     stopped_loops: int = 0
     batch_sizes: list[int] = field(default_factory=list)
     _idle: deque[tuple[float, _Poller]] = field(default_factory=deque)  # since when, in the order they began
-    # Pollers filling a batch, each with the turn of its wait (one woken since by its window's end is passed over).
+    # Pollers waiting to fill a batch, each with its batch's turn (one woken since by its window's end is passed over).
     _filling: list[tuple[_Poller, int]] = field(default_factory=list)
     _idle_since: float = 0.0
     idle_poll_s: float = 0.0
@@ -85,8 +85,9 @@ class EventSource:
     def _wake_pollers(self) -> None:
         """Messages became visible: pollers filling a batch look, and enough idle ones to take them.
 
-        They look and receive as one event each time, in the order they were woken: most find the
-        message taken by one before them, and an event each cost more than all the rest."""
+        They look in one event and receive in one more, in the order they were woken, as the events
+        of each poller would have run back to back: most find the message taken by one before them,
+        and two events each were half of a wake's events."""
         now = self.engine.now
         woken = [poller for poller, turn in self._filling if poller.waiting and poller.turn == turn]
         for poller in woken:
@@ -173,11 +174,8 @@ class EventSource:
             self.engine.at(self.engine.now + self.receive_latency_s, self._receive, poller)
 
     def _woken(self, poller: _Poller) -> None:
-        if self.poll_interval_s:
-            # Its next look, somewhere within its polling interval.
-            self.engine.at(self.engine.now + self.rng.random() * self.poll_interval_s, self._again, poller)
-        else:
-            self._again(poller)
+        # Its next look, somewhere within its polling interval.
+        self.engine.at(self.engine.now + self.rng.random() * self.poll_interval_s, self._again, poller)
 
     def _again(self, poller: _Poller) -> None:
         if poller.index > int(self.target):
