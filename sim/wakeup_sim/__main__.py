@@ -6,7 +6,7 @@ import os
 import resource
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from wakeup_sim import report
@@ -20,7 +20,7 @@ def slug(name: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-").replace("--", "-")
 
 
-def simulate(scenario: Scenario, plots: Path | None) -> report.Figures:
+def simulate(scenario: Scenario, plots: Path | None) -> tuple[report.Figures, float]:
     started = time.process_time()
     outcome = run(scenario, from_template())
     # What the simulation made stays alive (the tasks still waiting in its world keep it): left out
@@ -29,10 +29,8 @@ def simulate(scenario: Scenario, plots: Path | None) -> report.Figures:
     gc.freeze()
     if plots is not None:
         report.plot(outcome, plots / f"{slug(scenario.name)}.png")
-    figures = report.figures(outcome)
     # CPU, not wall time: what the scenario needs of a core, however busy the machine is.
-    print(f"{scenario.name}: {time.process_time() - started:.1f} s of CPU", file=sys.stderr, flush=True)
-    return figures
+    return report.figures(outcome), time.process_time() - started
 
 
 def cpu_s() -> float:
@@ -59,15 +57,26 @@ def main(argv: list[str] | None = None) -> int:
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         # The largest first, so that the workers finish together; the rows print in order.
         futures = {
-            scenario.name: pool.submit(simulate, scenario, plots)
+            pool.submit(simulate, scenario, plots): scenario
             for scenario in sorted(chosen, key=lambda s: s.wakes, reverse=True)
         }
-        for scenario in chosen:
-            figures = futures[scenario.name].result()
-            print(report.row(figures), flush=True)
-            every.append(figures)
-            if scenario.registering_within_s:
-                registering.append(figures)
+        done: dict[str, report.Figures] = {}
+        for count, future in enumerate(as_completed(futures), 1):
+            scenario, (figures, cpu) = futures[future], future.result()
+            # Progress on stderr as each scenario ends (the tables on stdout stay whole).
+            elapsed = time.monotonic() - started
+            print(
+                f"[{count}/{len(chosen)}, {elapsed:.0f} s] {scenario.name}: {cpu:.1f} s of CPU",
+                file=sys.stderr,
+                flush=True,
+            )
+            done[scenario.name] = figures
+            while len(every) < len(chosen) and chosen[len(every)].name in done:
+                figures = done[chosen[len(every)].name]
+                print(report.row(figures), flush=True)
+                if chosen[len(every)].registering_within_s:
+                    registering.append(figures)
+                every.append(figures)
     if registering:
         print(f"\n{report.REGISTRATION_HEADER}")
         for figures in registering:

@@ -91,8 +91,9 @@ class Engine:
 
         return resume
 
-    def wait_parked(self) -> None:
-        self._hub.switch()
+    def wait_parked(self) -> Any:
+        """Waits (from a task) until resumed; returns what the loop hands it, if anything."""
+        return self._hub.switch()
 
     def clock(self) -> datetime:
         """The time now as the service's code reads it (made once a moment: a `datetime` never changes)."""

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from greenlet import getcurrent, greenlet
+
 from wakeup_awsfacts.quotas import RECURSION_LIMIT, SQS_MAX_RECEIVE
 from wakeup_awsfacts.sqs_scaling import STANDARD_INITIAL, Scaling
 from wakeup_sim import deployment as aws
@@ -25,6 +27,20 @@ from wakeup_sim.sqs import Message, Queue
 THROTTLED_RETRY_S = 1.0
 LONG_POLL_S = 20.0
 IDLE_BEFORE_SCALING_DOWN_S = 300.0
+
+
+class _Poller:
+    """One poller: its task (which runs its batches' invocations) and the batch it is filling."""
+
+    __slots__ = ("batch", "deadline", "index", "task", "turn", "waiting")
+
+    def __init__(self, index: int, task: greenlet) -> None:
+        self.index = index
+        self.task = task
+        self.batch: list[Message] = []
+        self.deadline = 0.0
+        self.turn = 0  # its batch's number: an entry of `_filling` or a window's end from an earlier one is stale
+        self.waiting = False
 
 
 @dataclass
@@ -45,8 +61,9 @@ class EventSource:
     batches: int = 0
     stopped_loops: int = 0
     batch_sizes: list[int] = field(default_factory=list)
-    _idle: deque[tuple[float, Callable[[], None]]] = field(default_factory=deque)
-    _filling: list[Callable[[], None]] = field(default_factory=list)  # pollers filling a batch: their resumes
+    _idle: deque[tuple[float, _Poller]] = field(default_factory=deque)  # since when, in the order they began
+    # Pollers waiting to fill a batch, each with its batch's turn (one woken since by its window's end is passed over).
+    _filling: list[tuple[_Poller, int]] = field(default_factory=list)
     _idle_since: float = 0.0
     idle_poll_s: float = 0.0
     _began: float = 0.0
@@ -66,16 +83,53 @@ class EventSource:
         self.engine.at(self.engine.now + 1, self._scale)
 
     def _wake_pollers(self) -> None:
-        """Messages became visible: pollers filling a batch look, and enough idle ones to take them."""
-        for resume in self._filling:
-            resume()
+        """Messages became visible: pollers filling a batch look, and enough idle ones to take them.
+
+        They look in one event and receive in one more, in the order they were woken, as the events
+        of each poller would have run back to back: most find the message taken by one before them,
+        and two events each were half of a wake's events."""
+        now = self.engine.now
+        woken = [poller for poller, turn in self._filling if poller.waiting and poller.turn == turn]
+        for poller in woken:
+            poller.waiting = False
         self._filling.clear()
+        idle = len(woken)
         wanted = -(-self.queue.visible() // SQS_MAX_RECEIVE)
         while wanted > 0 and self._idle:
-            since, resume = self._idle.popleft()
-            self.idle_poll_s += self.engine.now - since
-            resume()
+            since, poller = self._idle.popleft()
+            self.idle_poll_s += now - since
+            woken.append(poller)
             wanted -= 1
+        if self.poll_interval_s:
+            for poller in woken[:idle]:
+                self.engine.at(now, self._fill, poller)
+            for poller in woken[idle:]:
+                self.engine.at(now, self._woken, poller)
+        elif woken:
+            self.engine.at(now, self._look_all, woken, idle)
+
+    def _look_all(self, woken: list[_Poller], idle: int) -> None:
+        """The woken pollers look at the queue, in order: those filling a batch (before `idle`), then idle ones."""
+        receiving: list[_Poller] = []
+        for poller in woken[:idle]:
+            if self.queue.visible():
+                receiving.append(poller)
+            else:
+                self._fill(poller)
+        filling = len(receiving)
+        for poller in woken[idle:]:
+            if poller.index <= int(self.target) and self.queue.visible():
+                receiving.append(poller)
+            else:
+                self._again(poller)
+        if receiving:
+            self.engine.at(self.engine.now + self.receive_latency_s, self._receive_all, receiving, filling)
+
+    def _receive_all(self, receiving: list[_Poller], filling: int) -> None:
+        for poller in receiving[:filling]:
+            self._receive_more(poller)
+        for poller in receiving[filling:]:
+            self._receive(poller)
 
     def long_polls(self) -> float:
         """Empty receives so far: the mapping's resting pollers each end a long poll every 20 s (a
@@ -97,44 +151,75 @@ class EventSource:
             self.target = float(self.floor)
         self.engine.at(now + 1, self._scale)
 
-    def _wait_idle(self) -> None:
-        self._idle.append((self.engine.now, self.engine.park()))
-        self.engine.wait_parked()
-
-    def _wait_visible(self, until: float) -> None:
-        """Waits until messages become visible or `until`, whichever comes first (a resume does
-        nothing after the first)."""
-        resume = self.engine.park()
-        self._filling.append(resume)
-        self.engine.at(until, resume)
-        self.engine.wait_parked()
+    # A poller waits and receives in the loop's events, not in its task: most pollers woken by a
+    # message find it taken by another, and a task's switches in and out cost more than the event.
+    # The task runs only to invoke the function with a batch (and ends when it is given none).
 
     def _poll(self, index: int) -> None:
+        poller = _Poller(index, getcurrent())
         while index <= int(self.target):
-            if self.queue.visible() == 0:
-                self._wait_idle()
-                if self.poll_interval_s:
-                    # Its next look, somewhere within its polling interval.
-                    self.engine.sleep(self.rng.random() * self.poll_interval_s)
-                continue
-            self.engine.sleep(self.receive_latency_s)
-            batch = self.queue.receive(min(self.batch_size, SQS_MAX_RECEIVE))
-            if not batch:
-                continue
-            deadline = self.engine.now + self.window_s
-            while len(batch) < self.batch_size:
-                if self.queue.visible():
-                    self.engine.sleep(self.receive_latency_s)
-                    batch += self.queue.receive(min(self.batch_size - len(batch), SQS_MAX_RECEIVE))
-                elif self.engine.now < deadline:
-                    self._wait_visible(deadline)
-                else:
-                    # The long poll that waited out the batching window ends empty.
-                    self.queue.requests["sqs:ReceiveMessage"] += 1
-                    break
+            self._look(poller)
+            batch: list[Message] | None = self.engine.wait_parked()
+            if batch is None:
+                break
             self.batch_work(len(batch))
             self._invoke(batch)
         self.pollers -= 1
+
+    def _look(self, poller: _Poller) -> None:
+        """A poller looks at the queue: receives if messages are visible, else waits for them."""
+        if self.queue.visible() == 0:
+            self._idle.append((self.engine.now, poller))
+        else:
+            self.engine.at(self.engine.now + self.receive_latency_s, self._receive, poller)
+
+    def _woken(self, poller: _Poller) -> None:
+        # Its next look, somewhere within its polling interval.
+        self.engine.at(self.engine.now + self.rng.random() * self.poll_interval_s, self._again, poller)
+
+    def _again(self, poller: _Poller) -> None:
+        if poller.index > int(self.target):
+            poller.task.switch(None)  # scaled in: the poller ends
+        else:
+            self._look(poller)
+
+    def _receive(self, poller: _Poller) -> None:
+        batch = self.queue.receive(min(self.batch_size, SQS_MAX_RECEIVE))
+        if not batch:
+            self._again(poller)
+            return
+        poller.batch = batch
+        poller.deadline = self.engine.now + self.window_s
+        if len(batch) < self.batch_size:
+            poller.turn += 1  # a new batch: its window's end (one event) wakes only this wait
+            self.engine.at(poller.deadline, self._window_ends, poller, poller.turn)
+        self._fill(poller)
+
+    def _fill(self, poller: _Poller) -> None:
+        """Gathers the batch until it is full or the batching window ends, then hands it over."""
+        batch, now = poller.batch, self.engine.now
+        if len(batch) < self.batch_size:
+            if self.queue.visible():
+                self.engine.at(now + self.receive_latency_s, self._receive_more, poller)
+                return
+            if now < poller.deadline:
+                # Waits until messages become visible or the window ends, whichever comes first.
+                poller.waiting = True
+                self._filling.append((poller, poller.turn))
+                return
+            # The long poll that waited out the batching window ends empty.
+            self.queue.requests["sqs:ReceiveMessage"] += 1
+        poller.batch = []
+        poller.task.switch(batch)
+
+    def _receive_more(self, poller: _Poller) -> None:
+        poller.batch += self.queue.receive(min(self.batch_size - len(poller.batch), SQS_MAX_RECEIVE))
+        self._fill(poller)
+
+    def _window_ends(self, poller: _Poller, turn: int) -> None:
+        if poller.waiting and poller.turn == turn:
+            poller.waiting = False
+            self.engine.at(self.engine.now, self._fill, poller)
 
     def _invoke(self, batch: list[Message]) -> None:
         hops = max(message.hops for message in batch)

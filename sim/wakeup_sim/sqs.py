@@ -41,6 +41,7 @@ class Queue:
     # When each invisible message is due to be visible again: the time -> (handle, message) in the
     # order they were hidden. Each time has an event of its own at it (`_hide`), which runs after
     # every earlier time's: what is left to reveal when it runs is only what is due at it exactly.
+    # A time is here until its event runs.
     _invisible: dict[float, list[tuple[int, Message]]] = field(default_factory=dict)
     _visible: deque[Message] = field(default_factory=deque)  # oldest first: a receive takes from the left
     _ids: itertools.count[int] = field(default_factory=itertools.count)
@@ -58,8 +59,13 @@ class Queue:
         self._hide(message, self.engine.now + self.latency_s + delay_s)
 
     def _hide(self, message: Message, until: float) -> None:
-        self._invisible.setdefault(until, []).append((message.handle, message))
-        self.engine.at(until, self._reveal)
+        hidden = self._invisible.get(until)
+        if hidden is None:
+            # One event a time, not one a message (a receive hides its ten at one time).
+            self._invisible[until] = [(message.handle, message)]
+            self.engine.at(until, self._reveal)
+        else:
+            hidden.append((message.handle, message))
 
     def _reveal(self) -> None:
         revealed = False
