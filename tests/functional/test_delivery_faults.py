@@ -168,6 +168,22 @@ def test_a_call_that_cannot_be_signed_frees_its_claim_and_arms_its_retry(env: De
     assert "webhook-signature" in {name.lower() for name in call.headers}
 
 
+def test_a_call_that_cannot_be_signed_before_its_time_is_retried_no_sooner_than_its_time(
+    env: Deployed, host: Host
+) -> None:
+    # given a wake due in a moment, which the claim takes before its time (the keys are read before
+    # the wait), and keys that cannot be read (found by make faults: retries came early)
+    trigger = env.new_wake(env.new_instance(host.url), now() + timedelta(seconds=1.5))
+    caller = signing_fault_caller(env, "master throttled")
+    # when
+    delivery = caller.deliver(trigger, Source.QUEUE)
+    # then the retry is due its backoff after the wake's time, not after the failed read
+    assert delivery.result is Result.FAILED and host.calls == []
+    instance = env.store.get_instance(trigger.instance_id)
+    assert instance is not None and instance.at is not None and instance.due is not None
+    assert instance.due >= instance.at + timedelta(seconds=1)
+
+
 def test_an_empty_master_key_frees_the_claim_and_arms_the_retry(env: Deployed, host: Host) -> None:
     class Empty:
         def get(self, name: str, max_age: int) -> str:

@@ -154,7 +154,10 @@ class Caller:
             # Unsigned calls are never made for a signing account. Recorded as a failed attempt,
             # which frees the claim (one write, already guarded) and arms the retry with backoff.
             logger.exception("wake not called: its call could not be signed", instance_id=instance.id)
-            return self._failed(trigger, instance, CallOutcome(None, NOT_SIGNED), self.clock(), None)
+            # It fails before its time (the keys are read before the wait): its retry's backoff
+            # counts from its time, or the retry would call the host early.
+            failed_at = max(self.clock(), instance.due)
+            return self._failed(trigger, instance, CallOutcome(None, NOT_SIGNED), failed_at, None)
         # From now, not from before the requests: the read and the claim took their time already.
         self._wait_until(instance.due, self.clock())
         origin = Source.SWEEPER if trigger.origin == Source.SWEEPER.value else source
