@@ -122,6 +122,10 @@ PLACES: dict[str, tuple[str, tuple[Kind, ...]]] = {
 # tests/functional's (test_lost_replies.py); the planner, when it comes, belongs in PLACES.
 NOT_SIMULATED = {
     "dynamodb:TransactWriteItems": "registering, deleting and revoking instances, minting accounts",
+    # The planner's reads and its one mapping's update: no wake's delivery depends on them; a planner
+    # failing throughout is a scenario of its own (tests/unit/test_simulation_planner.py).
+    "lambda:GetEventSourceMapping": "the planner reading the caller's mapping",
+    "lambda:UpdateEventSourceMapping": "the planner raising or lowering the caller's pollers",
 }
 
 

@@ -21,7 +21,7 @@ from wakeup_sim.fault_matrix import CLASSES, run_row
 from wakeup_sim.faults import HOST, NOT_SIMULATED, PLACES, Fault, FaultClass, Kind
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVICES = ("dynamodb", "sqs", "scheduler", "secretsmanager")
+SERVICES = ("dynamodb", "sqs", "scheduler", "secretsmanager", "lambda")
 
 
 def requests_the_layer_makes() -> set[str]:
