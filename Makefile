@@ -93,7 +93,7 @@ simulate: $(STAMP)
 # parameters or yours: `make cost PARAMS="CallerMinimumPollers=0 CallerMemorySize=512"`. About a minute.
 .PHONY: cost
 cost: $(STAMP)
-	PYTHONPATH=. $(BIN)/python -m bench.cost --parameter-overrides $(PARAMS)
+	PYTHONPATH=. $(BIN)/python -m bench.bill --parameter-overrides $(PARAMS)
 
 # The fault matrix (docs/faults.md): every fault AWS allows, each function dying, hosts hanging, at
 # 1% and 10%, a row each on the simulator; exits 1 on any lost, concurrent or early wake.

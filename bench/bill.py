@@ -1,4 +1,4 @@
-"""`make cost` (`python -m bench.cost`): what a deployment of template.yaml costs, before it is deployed.
+"""`make cost` (`python -m bench.bill`): what a deployment of template.yaml costs, before it is deployed.
 
 For the deployment's parameters (`--parameter-overrides Key=Value ...`, checked as CloudFormation
 checks them), it prints:
@@ -234,7 +234,7 @@ def bill(parameters: Mapping[str, str], steady_s: float = STEADY_S) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.cost", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.bill", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--parameter-overrides",
         nargs="*",

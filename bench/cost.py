@@ -21,7 +21,7 @@ relying on them. What is estimated rather than counted:
 - Secrets Manager: the caller reads the signing master key once per warm function per 15 minutes.
 
 What a stack pays each month with no wake at all is `idle_month`'s (provisioned pollers, dashboard,
-alarms, custom metrics, the secret, what runs every minute); `python -m bench.cost` (`make cost`,
+alarms, custom metrics, the secret, what runs every minute); `python -m bench.bill` (`make cost`,
 `bench.bill`) prints it for a deployment's parameters. Not priced: raising the table's warm
 throughput (a charge once per increase, "Understanding DynamoDB warm throughput": its price was not
 found in the documentation searched).
@@ -30,7 +30,6 @@ found in the documentation searched).
 from __future__ import annotations
 
 import re
-import sys
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -428,10 +427,3 @@ def _retention_days(resolver: Resolver, properties: Mapping[str, Any]) -> float:
                 return float(retention)
     # A log group without retention keeps everything: a month's logs a month, growing.
     return MONTH_HOURS / 24
-
-
-if __name__ == "__main__":
-    # `python -m bench.cost` is `make cost`: the deployment's bill (bench.bill).
-    from bench.bill import main
-
-    sys.exit(main(sys.argv[1:]))

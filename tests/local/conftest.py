@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from localstack_helpers import FIXTURE_TEMPLATE, RECORDS_ENV, StartStack, fake_minter
+from localstack_helpers import FIXTURE_TEMPLATE, RECORDS_ENV, StartStack, fake_minter, shared_stack
 
 from wakeup_local.stack import LocalStack
 
@@ -40,15 +40,5 @@ def start_stack(tmp_path: Path) -> Iterator[StartStack]:
 @pytest.fixture(scope="module")
 def module_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     """One stack for the tests of a module that do not disturb each other."""
-    records = tmp_path_factory.mktemp("records")
-    with (
-        (records / "functions.log").open("w") as log,
-        LocalStack(
-            FIXTURE_TEMPLATE,
-            account_minter=fake_minter,
-            stack_name=f"m-{uuid.uuid4().hex[:8]}",
-            env={RECORDS_ENV: str(records)},
-            function_log=log,
-        ) as stack,
-    ):
+    with shared_stack(tmp_path_factory) as stack:
         yield stack

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from support.waiting import wait_until
 from wakeup_local.aws import AwsClients
@@ -55,3 +59,20 @@ def warm_up(stack: LocalStack, logical_id: str, environments: int, event: Any) -
     function = stack.functions.by_logical_id(logical_id)
     with ThreadPoolExecutor(environments) as pool:
         list(pool.map(lambda _: function.invoke(event), range(environments)))
+
+
+@contextmanager
+def shared_stack(tmp_path_factory: pytest.TempPathFactory, **env: str) -> Iterator[LocalStack]:
+    """A stack of the fixture template for the tests of a module that do not disturb each other."""
+    records = tmp_path_factory.mktemp("records")
+    with (
+        (records / "functions.log").open("w") as log,
+        LocalStack(
+            FIXTURE_TEMPLATE,
+            account_minter=fake_minter,
+            stack_name=f"m-{uuid.uuid4().hex[:8]}",
+            env={RECORDS_ENV: str(records), **env},
+            function_log=log,
+        ) as stack,
+    ):
+        yield stack

@@ -16,11 +16,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from botocore.exceptions import ClientError
 from localstack_helpers import (
-    FIXTURE_TEMPLATE,
-    RECORDS_ENV,
     StartStack,
-    fake_minter,
     handler_records,
+    shared_stack,
     wait_until,
     warm_up,
 )
@@ -109,17 +107,7 @@ def planned(caplog: pytest.LogCaptureFixture, name: str) -> float:
 @pytest.fixture(scope="module")
 def exact_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     """One stack firing exactly on time, for the tests that each schedule under names of their own."""
-    records = tmp_path_factory.mktemp("records")
-    with (
-        (records / "functions.log").open("w") as log,
-        LocalStack(
-            FIXTURE_TEMPLATE,
-            account_minter=fake_minter,
-            stack_name=f"x-{uuid.uuid4().hex[:8]}",
-            env={RECORDS_ENV: str(records), **EXACT},
-            function_log=log,
-        ) as stack,
-    ):
+    with shared_stack(tmp_path_factory, **EXACT) as stack:
         yield stack
 
 
