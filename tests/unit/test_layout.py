@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 LAYER = ROOT / "layers" / "wakeup"
 # Package roots: the modules under each are named from there, as Python imports them.
-ROOTS = {LAYER: "wakeup", ROOT / "sim": "wakeup_sim", ROOT / "functions": None}
+ROOTS = {LAYER: "wakeup", ROOT / "sim": "wakeup_sim", ROOT / "functions": None, ROOT: "bench"}
 # The API's two handlers, and the others, which keep to the same rule.
 HANDLERS = ("instances_handler", "wake_handler", "caller_handler", "sweeper_handler", "planner_handler")
 MAX_CLASS_LINES = 250
