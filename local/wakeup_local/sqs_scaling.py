@@ -98,6 +98,18 @@ class Concurrency:
                 self._target = target
                 self._sample()
 
+    def rescale(self, scaling: Scaling) -> None:
+        """The mapping's configuration changed (provisioned mode on or off, mappings.py): from now
+        on it scales by `scaling`, the batches at work now kept within its bounds (a floor raised at
+        once; a lower ceiling reached as batches finish, and the floor once the queue is empty)."""
+        with self._changed:
+            self.scaling = scaling
+            target = min(max(self._target, scaling.initial), scaling.maximum)
+            if target != self._target:
+                self._target = target
+                self._sample()
+            self._changed.notify_all()
+
     def counters(self) -> Counters:
         with self._changed:
             return Counters(
