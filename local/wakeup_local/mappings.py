@@ -104,7 +104,7 @@ def create_mappings(template: Template, resolver: Resolver, clients: AwsClients)
                 Runtime=str(resolver.resolve(properties.get("Runtime", "python3.13"))),
                 Role=role,
                 Handler=str(resolver.resolve(properties.get("Handler"))),
-                Code={"ZipFile": _empty_package()},
+                Code={"ZipFile": empty_package()},
             )
             made.add(function_name)
         request = _typed({key: event_properties[key] for key in _MAPPING_PROPERTIES if key in event_properties})
@@ -129,7 +129,7 @@ def _scaling(described: dict[str, Any]) -> dict[str, Any]:
     return {key: described[key] for key in SCALING_PROPERTIES if described.get(key)}
 
 
-def _empty_package() -> bytes:
+def empty_package() -> bytes:
     package = io.BytesIO()
     with zipfile.ZipFile(package, "w") as archive:
         archive.writestr("README", "The local stack runs this function's code itself.\n")
