@@ -26,11 +26,13 @@ Each is applied once, and only if moto still has what it replaces (a newer moto 
     runs functions in Docker. The local stack's own poller is the mapping's consumer
     (sqs_poller.py), so an SQS mapping is kept off moto's queue.
   - An `UpdateEventSourceMapping` applies at once in moto, its state always `Enabled`. On AWS it
-    answers 202 with the mapping `Updating`, refuses another update meanwhile
-    (ResourceInUseException), and the mapping is `Enabled` again once the change applies
-    ("UpdateEventSourceMapping", Lambda API reference:
-    https://docs.aws.amazon.com/lambda/latest/api/API_UpdateEventSourceMapping.html). Here the
-    mapping is `Updating` for `mapping_update_s` seconds after an update (AWS gives no figure).
+    answers 202 with the mapping `Updating`, and the mapping is `Enabled` again once the change
+    applies ("UpdateEventSourceMapping", Lambda API reference:
+    https://docs.aws.amazon.com/lambda/latest/api/API_UpdateEventSourceMapping.html); an operation
+    that "conflicts with the resource's availability" meanwhile is refused with
+    ResourceInUseException (its examples: an update while `Creating`, a delete while `Updating`).
+    Here the mapping is `Updating` for `mapping_update_s` seconds after an update (AWS gives no
+    figure), and another update meanwhile is refused so, as wakeup.event_source expects.
   - `ProvisionedPollerConfig` is checked as AWS checks it for SQS (MinimumPollers 2 to 200,
     MaximumPollers 2 to 2,000, the minimum not above the maximum: "ProvisionedPollerConfig",
     https://docs.aws.amazon.com/lambda/latest/api/API_ProvisionedPollerConfig.html); an empty one

@@ -2,7 +2,8 @@
 
 Each mapping works as many batches at once as Lambda's scaling allows (`wakeup_awsfacts.sqs_scaling`: five when
 messages appear, up to 300 more a minute while they remain, capped by `ScalingConfig` or the
-function's bound; `ProvisionedPollerConfig` for provisioned mode). One receiver per mapping
+function's bound; `ProvisionedPollerConfig` for provisioned mode; a change of either through
+Lambda's API once it applies, `reconfigure` from mappings.py). One receiver per mapping
 short-polls the queue (moto's long polling only wakes for new messages, not for delayed ones coming
 due) whenever a slot is free, gathers records up to `BatchSize` for at most
 `MaximumBatchingWindowInSeconds` from the first one, and hands the batch to a worker that invokes
