@@ -31,7 +31,8 @@ class Sample:
 
 @dataclass(frozen=True)
 class Counters:
-    """What a mapping has done so far (`samples`: each change of `in_flight` or `target`)."""
+    """What a mapping has done so far (`samples`: each change of `in_flight` or `target`), and the
+    scaling it follows now."""
 
     batches: int
     messages: int
@@ -39,6 +40,7 @@ class Counters:
     in_flight: int
     target: int
     samples: list[Sample] = field(repr=False)
+    scaling: Scaling | None = None
 
 
 class Concurrency:
@@ -113,7 +115,13 @@ class Concurrency:
     def counters(self) -> Counters:
         with self._changed:
             return Counters(
-                self._batches, self._messages, self._max_in_flight, self._in_flight, self._target, list(self._samples)
+                self._batches,
+                self._messages,
+                self._max_in_flight,
+                self._in_flight,
+                self._target,
+                list(self._samples),
+                self.scaling,
             )
 
     def _grow(self) -> None:

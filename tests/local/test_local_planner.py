@@ -25,7 +25,10 @@ from support.host import WakeHost
 from support.waiting import wait_until
 from wakeup.times import format_time
 from wakeup.tokens import TokenKind, mint
+from wakeup_awsfacts.sqs_scaling import Scaling
+from wakeup_awsfacts.template import Resolver, load_template
 from wakeup_local.functions import DEFAULT_CONCURRENCY, FunctionError
+from wakeup_local.scheduler import recurring_schedules
 from wakeup_local.stack import LocalStack
 
 CALLER_MAPPING = "CallerFunction.CallerQueueMessages"
@@ -44,11 +47,9 @@ STACK_ENV = {
     "WAKEUP_PLANNER_AFTER_S": "0",
 }
 BURST = 12
-# What the planner asks for a burst of BURST (its `headroom` of 4, ten invocations a poller) ...
+# What the planner asks for a burst of BURST: its `headroom` of 4, ten invocations a poller (the
+# poller then has ten batches a poller ready, within the caller's local bound).
 BURST_POLLERS = math.ceil(BURST * 4 / 10)
-# ... and what the poller then has ready: ten batches a poller, within the caller's local bound.
-PROVISIONED_READY = min(BURST_POLLERS * 10, DEFAULT_CONCURRENCY)
-STANDARD_READY = 5
 
 
 @contextmanager
@@ -90,13 +91,14 @@ def settled(stack: LocalStack) -> dict[str, Any]:
     )
 
 
-def poller_ready(stack: LocalStack, batches: int) -> None:
-    wait_until(
-        lambda: stack.event_source_counters()[CALLER_MAPPING].target == batches,
-        timeout=MAPPING_UPDATE_S + 10,
-        interval=0.05,
-        message=f"the caller's poller with {batches} batches ready",
-    )
+def poller_follows(stack: LocalStack, scaling: Scaling) -> None:
+    """The caller's poller scales by `scaling` and has its `initial` batches ready."""
+
+    def following() -> bool:
+        counters = stack.event_source_counters()[CALLER_MAPPING]
+        return counters.scaling == scaling and counters.target == scaling.initial
+
+    wait_until(following, timeout=MAPPING_UPDATE_S + 10, interval=0.05, message=f"the caller's poller at {scaling}")
 
 
 def register_burst(stack: LocalStack, host: WakeHost, ahead_s: float) -> int:
@@ -117,6 +119,23 @@ def register_burst(stack: LocalStack, host: WakeHost, ahead_s: float) -> int:
         api.close()
 
 
+def test_the_callers_mapping_is_the_templates_and_the_planner_names_it_every_minute(stack: LocalStack) -> None:
+    # the mapping, from CallerFunction's CallerQueueMessages event
+    found = mapping(stack)
+    caller = stack.functions.by_logical_id("CallerFunction")
+    assert (found["FunctionArn"], found["EventSourceArn"]) == (caller.arn, stack.resources.queues["CallerQueue"].arn)
+    assert (found["BatchSize"], found["MaximumBatchingWindowInSeconds"]) == (10, 1)
+    assert found["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert "ProvisionedPollerConfig" not in found  # CallerMinimumPollers 0: none at rest
+    # the planner: its template variables, the mapping's UUID among them, and its minute
+    planner = stack.functions.by_logical_id("PlannerFunction")
+    assert planner.spec.environment["WAKEUP_CALLER_MAPPING_UUID"] == found["UUID"]
+    assert planner.spec.environment["WAKEUP_PLANNER_UPDATE_DELAY_S"] == "300"
+    template = load_template(ROOT / "template.yaml")
+    schedules = recurring_schedules(template, Resolver(template, stack.stack_name), stack.functions)
+    assert [schedule.period_s for schedule in schedules if schedule.function is planner] == [60]
+
+
 def test_a_burst_registered_ahead_raises_the_mapping_and_the_poller_follows(stack: LocalStack, host: WakeHost) -> None:
     assert "ProvisionedPollerConfig" not in settled(stack)
     # given a burst due in a few seconds
@@ -127,7 +146,7 @@ def test_a_burst_registered_ahead_raises_the_mapping_and_the_poller_follows(stac
     assert planned["sent"] and planned["plan"] == {"pollers": BURST_POLLERS, "burst_at": second, "peak_wakes": BURST}
     # ... the mapping has them once its update applied, and the poller has their batches ready
     assert settled(stack)["ProvisionedPollerConfig"]["MinimumPollers"] == BURST_POLLERS
-    poller_ready(stack, PROVISIONED_READY)
+    poller_follows(stack, Scaling.provisioned(BURST_POLLERS, 100, function_bound=DEFAULT_CONCURRENCY))
     # and every wake of the burst is called
     host.wait_for_calls(BURST, timeout=30)
 
@@ -139,13 +158,13 @@ def test_turning_provisioned_mode_off_returns_the_poller_to_standard_scaling(sta
         UUID=mapping(stack)["UUID"], ProvisionedPollerConfig={"MinimumPollers": 2, "MaximumPollers": 100}
     )
     assert settled(stack)["ProvisionedPollerConfig"]["MinimumPollers"] == 2
-    poller_ready(stack, min(20, DEFAULT_CONCURRENCY))
+    poller_follows(stack, Scaling.provisioned(2, 100, function_bound=DEFAULT_CONCURRENCY))
     # when the planner runs with no burst coming
     planned = run_planner(stack)
     # then it turned provisioned mode off, and the poller is back to Lambda's five at once
     assert planned["sent"] and planned["plan"]["pollers"] is None
     assert "ProvisionedPollerConfig" not in settled(stack)
-    poller_ready(stack, STANDARD_READY)
+    poller_follows(stack, Scaling.standard(function_bound=DEFAULT_CONCURRENCY))
 
 
 @pytest.mark.slow  # a stack of its own: about 20 s
@@ -159,3 +178,6 @@ def test_a_failing_planner_loses_no_wake(tmp_path: Path, host: WakeHost) -> None
         # then the burst meets Lambda's default scaling, and every wake is called all the same
         host.wait_for_calls(BURST, timeout=30)
         assert "ProvisionedPollerConfig" not in mapping(failing)
+        assert failing.event_source_counters()[CALLER_MAPPING].scaling == Scaling.standard(
+            function_bound=DEFAULT_CONCURRENCY
+        )
