@@ -34,7 +34,7 @@ from wakeup_local.sqs_poller import batching_of, scaling_of
 log = logging.getLogger(__name__)
 
 # How often the watcher reads each mapping: a change applies within this of its `Enabled`.
-WATCH_INTERVAL_S = 0.25
+WATCH_INTERVAL_S = 0.5
 # The states in which a mapping's configuration is the one Lambda runs (GetEventSourceMapping's
 # `State`; the others are a change under way).
 SETTLED_STATES = frozenset({"Enabled", "Disabled"})
