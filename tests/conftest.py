@@ -123,10 +123,33 @@ def api(stack: StackProcess) -> Iterator[Api]:
 CPU_HEAVY = ("test_simulation", "test_cost_floor", "test_cost_month", "test_fault")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> Generator[None, None, None]:
     for item in items:
         if item.path.parent == ROOT / "tests" / "unit" and item.path.name.startswith(CPU_HEAVY):
             item.add_marker(pytest.mark.cpu_heavy)
+    yield
+    items[:] = _slow_first(items)  # after `-m` and `-k` have deselected theirs
+
+
+# The slow tests that wait longest (a schedule's minute, a sweep, sam build's install) before the others.
+LONGEST = ("test_far_wakes.py", "test_chaos.py", "test_template_build.py")
+
+
+def _slow_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The tests marked slow first, each followed by a short one, then the rest in their order.
+
+    So that each slow test starts early, on a worker of its own, instead of one starting last and
+    running on alone. `make pytest` has pytest-xdist hand out tests one at a time
+    (`--maxschedchunk 1`): it starts each worker with two tests in a row, so a slow test followed
+    by a short one gives each worker one slow test; the next go to the first workers free."""
+    slow = sorted(
+        (item for item in items if item.get_closest_marker("slow")),
+        key=lambda item: LONGEST.index(item.path.name) if item.path.name in LONGEST else len(LONGEST),
+    )
+    rest = [item for item in items if not item.get_closest_marker("slow")]
+    paired = [test for pair in zip(slow, rest, strict=False) for test in pair]
+    return paired + slow[len(rest) :] + rest[len(slow) :]
 
 
 # --- the stacks' logs in the report of a failed test ------------------------------------------------
