@@ -140,8 +140,8 @@ def _slow_first(items: list[pytest.Item]) -> list[pytest.Item]:
     """The tests marked slow first, each followed by a short one, then the rest in their order.
 
     So that each slow test starts early, on a worker of its own, instead of one starting last and
-    running on alone. `make pytest` has pytest-xdist hand out tests one at a time
-    (`--maxschedchunk 1`): it starts each worker with two tests in a row, so a slow test followed
+    running on alone. pytest-xdist hands out tests one at a time (`--maxschedchunk 1` in
+    pyproject.toml): it starts each worker with two tests in a row, so a slow test followed
     by a short one gives each worker one slow test; the next go to the first workers free."""
     slow = sorted(
         (item for item in items if item.get_closest_marker("slow")),
