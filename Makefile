@@ -32,10 +32,10 @@ lint: $(STAMP)
 # The CPU-heavy simulations (marked in tests/conftest.py) in a phase of their own, after the tests
 # that time a stack, so that they never take a core from one. Four workers on two cores: most tests
 # wait on real time (a wake's second, a schedule's minute), so two would leave the cores half idle;
-# tests handed out one at a time (pyproject.toml), so that the slow ones, first in the order, start
-# side by side.
+# worksteal's even runs, each started with a slow test by tests/conftest.py, so that those run side
+# by side from the start.
 pytest: $(STAMP)
-	$(BIN)/pytest -n 4 -m "not cpu_heavy"
+	$(BIN)/pytest -n 4 --dist worksteal -m "not cpu_heavy"
 	$(BIN)/pytest -n 2 -m cpu_heavy tests/unit
 
 # docs/openapi.json from the code (tests/functional/test_openapi.py fails when it drifts).
