@@ -30,9 +30,12 @@ lint: $(STAMP)
 	$(BIN)/cfn-lint template.yaml
 
 # The CPU-heavy simulations (marked in tests/conftest.py) in a phase of their own, after the tests
-# that time a stack, so that they never take a core from one.
+# that time a stack, so that they never take a core from one. Four workers on two cores: most tests
+# wait on real time (a wake's second, a schedule's minute), so two would leave the cores half idle;
+# worksteal's even runs, each started with a slow test by tests/conftest.py, so that those run side
+# by side from the start.
 pytest: $(STAMP)
-	$(BIN)/pytest -n 2 -m "not cpu_heavy"
+	$(BIN)/pytest -n 4 --dist worksteal -m "not cpu_heavy"
 	$(BIN)/pytest -n 2 -m cpu_heavy tests/unit
 
 # docs/openapi.json from the code (tests/functional/test_openapi.py fails when it drifts).

@@ -13,6 +13,7 @@ When a test fails, the log lines of each stack written during the test are added
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
@@ -123,10 +124,45 @@ def api(stack: StackProcess) -> Iterator[Api]:
 CPU_HEAVY = ("test_simulation", "test_cost_floor", "test_cost_month", "test_fault")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Generator[None, None, None]:
     for item in items:
         if item.path.parent == ROOT / "tests" / "unit" and item.path.name.startswith(CPU_HEAVY):
             item.add_marker(pytest.mark.cpu_heavy)
+    yield
+    # After `-m` and `-k` have deselected theirs. A pytest-xdist worker knows how many there are.
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    items[:] = _slow_first(items, workers)
+
+
+# The slow tests that wait longest (a schedule's minute, a sweep, sam build's install) before the others.
+LONGEST = ("test_far_wakes.py", "test_chaos.py", "test_template_build.py")
+
+
+def _slow_first(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """The tests in an order where each worker starts with a slow test, so that the slow tests run
+    side by side from the start instead of one starting last and running on alone.
+
+    `make pytest` runs `--dist worksteal`: pytest-xdist splits the list into one run of tests a
+    worker, in order and evenly, and idle workers then take half of a busy one's remaining tests.
+    So each run starts with a slow test, the longest first; slow tests beyond one a worker follow
+    the shortest of those. The other tests keep their order, and with it a module's tests stay
+    together (a module's stack is started once, not on every worker)."""
+    slow = sorted(
+        (item for item in items if item.get_closest_marker("slow")),
+        key=lambda item: LONGEST.index(item.path.name) if item.path.name in LONGEST else len(LONGEST),
+    )
+    rest = iter([item for item in items if not item.get_closest_marker("slow")])
+    runs: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    for n, item in enumerate(slow):
+        runs[n if n < workers else workers - 1 - (n - workers) % workers].append(item)
+    ordered: list[pytest.Item] = []
+    left = len(items)
+    for n, run in enumerate(runs):
+        size = left // (workers - n)  # as pytest-xdist's worksteal sizes its runs
+        left -= size
+        ordered += run + list(itertools.islice(rest, max(0, size - len(run))))
+    return ordered + list(rest)
 
 
 # --- the stacks' logs in the report of a failed test ------------------------------------------------

@@ -59,6 +59,7 @@ def at_of(n: int) -> str:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_many_clients_at_once_each_get_their_own_reply(own_stack: StackProcess) -> None:
     account = own_stack.mint_account("crowd")
