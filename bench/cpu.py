@@ -1,0 +1,194 @@
+"""What the local stack costs in CPU, and how fast it takes registrations and a burst of wakes.
+
+On two cores a burst's lateness is bounded by the CPU each wake costs the whole stack, so this part
+of the benchmark reads CPU time, not wall time: every process of the stack (its own, moto's, the
+functions' environments, those that ended included) from `/proc`. A process's CPU time counts only
+while it runs, so other work on the machine barely changes it, as it changes any wall-clock rate.
+
+`python -m bench.cpu` runs this part alone and prints its figures as one JSON line (to compare two
+checkouts of the project in one sitting, each with its own `.venv`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench.stack import BenchStack
+from bench.stats import percentile
+from bench.workload import Api, Host
+from wakeup.times import format_time
+
+_TICK = os.sysconf("SC_CLK_TCK")
+CLIENTS = 16
+# After the last call: time for the caller to record it and the poller to delete its messages.
+SETTLE_S = 1.5
+NO_SWEEPS = {"WAKEUP_LOCAL_SWEEP_S": "86400"}
+FAR_AHEAD_S = 86_400.0
+
+
+def _stat(pid: int) -> list[str]:
+    # The fields after the command's name, which may itself hold spaces and parentheses.
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+
+
+def tree_cpu(pid: int) -> Counter[str]:
+    """CPU seconds (user and system) of `pid` and its descendants, by kind: "stack" (`pid` itself),
+    "moto", each function's environments by handler, and "ended" (descendants that ended and were
+    waited for: their time is in their parent's cutime and cstime)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                children.setdefault(int(_stat(int(entry))[1]), []).append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue  # ended meanwhile
+    found: Counter[str] = Counter()
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            fields = _stat(current)
+            command = Path(f"/proc/{current}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        kind = "stack" if current == pid else _kind(command)
+        found[kind] += (int(fields[11]) + int(fields[12])) / _TICK
+        found["ended"] += (int(fields[13]) + int(fields[14])) / _TICK
+        pending += children.get(current, [])
+    return found
+
+
+def _kind(command: list[bytes]) -> str:
+    words = [word.decode(errors="replace") for word in command if word]
+    if "wakeup_local.moto_process" in words:
+        return "moto"
+    return words[-1].split(".")[0] if words else "?"
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of `pid` and all its descendants, those that ended included."""
+    return sum(tree_cpu(pid).values())
+
+
+@dataclass
+class Rate:
+    """Requests from `CLIENTS` clients at once: how many a second, and the stack's CPU for each."""
+
+    name: str
+    requests: int
+    per_s: float
+    cpu_ms: float
+    by_process_ms: dict[str, float]
+
+
+@dataclass
+class BurstResult:
+    wakes: int
+    late_s: list[float]
+    duplicates: int
+    cpu_ms_per_wake: float
+    registered_by_s: float
+    by_process_ms: dict[str, float]
+
+    @property
+    def called(self) -> int:
+        return len(self.late_s)
+
+
+def concurrently(name: str, pid: int, count: int, request: Callable[[int], object]) -> Rate:
+    """`count` requests from `CLIENTS` threads, each with its own connections."""
+    before = tree_cpu(pid)
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=CLIENTS) as pool:
+        list(pool.map(request, range(count)))
+    wall = time.perf_counter() - started
+    used = per_item_ms(tree_cpu(pid), before, count)
+    return Rate(name, count, count / wall, sum(used.values()), used)
+
+
+def per_item_ms(after: Counter[str], before: Counter[str], count: int) -> dict[str, float]:
+    return {kind: (after[kind] - before[kind]) * 1000 / count for kind in after if after[kind] != before[kind]}
+
+
+def iso(epoch: float) -> str:
+    return format_time(datetime.fromtimestamp(epoch, UTC))
+
+
+def registrations_and_burst(host: Host, stack: BenchStack, wakes: int, far: int) -> tuple[list[Rate], BurstResult]:
+    """POST `wakes + far` instances, PUT a far wake on `far` of them, then a near wake due at one
+    second on the `wakes` others (all from `CLIENTS` clients); then waits for the burst's calls."""
+    api = Api(stack.url, stack.account_token)
+    pid = stack.pid
+    tokens: list[str] = [""] * (wakes + far)
+    lock = threading.Lock()
+
+    def register(index: int) -> None:
+        _, token, _ = api.register(f"{host.url}/b{index}")
+        with lock:
+            tokens[index] = token
+
+    rates = [concurrently("POST /wakeup/instances", pid, wakes + far, register)]
+    far_at = iso(time.time() + FAR_AHEAD_S)
+    rates.append(concurrently("PUT /wakeup/wake (far)", pid, far, lambda i: api.wake(tokens[wakes + i], far_at)))
+    # Due once every PUT is surely over (at the far PUTs' rate, with room to spare), and whole.
+    at = float(math.ceil(time.time() + 5 + 2 * wakes / rates[-1].per_s))
+    rates.append(concurrently("PUT /wakeup/wake (near)", pid, wakes, lambda i: api.wake(tokens[i], iso(at))))
+    registered_by = at - time.time()
+    before = tree_cpu(pid)
+    paths = [f"/b{index}" for index in range(wakes)]
+    host.wait_for(paths, 1, time.monotonic() + (at - time.time()) + 120)
+    time.sleep(SETTLE_S)
+    used = per_item_ms(tree_cpu(pid), before, wakes)
+    first = host.first_calls(paths)
+    late = [first[path] - at for path in paths if path in first]
+    duplicates = sum(1 for path in paths if len(host.calls.get(path, [])) > 1)
+    return rates, BurstResult(wakes, late, duplicates, sum(used.values()), registered_by, used)
+
+
+def summary(rates: Sequence[Rate], burst: BurstResult) -> dict[str, object]:
+    return {
+        "rates": [asdict(rate) for rate in rates],
+        "burst": {
+            "wakes": burst.wakes,
+            "called": burst.called,
+            "duplicates": burst.duplicates,
+            "early": sum(1 for late in burst.late_s if late < 0),
+            "p50_s": percentile(burst.late_s, 50) if burst.late_s else None,
+            "p99_s": percentile(burst.late_s, 99) if burst.late_s else None,
+            "max_s": max(burst.late_s, default=None),
+            "cpu_ms_per_wake": burst.cpu_ms_per_wake,
+            "registered_by_s": burst.registered_by_s,
+            "by_process_ms": burst.by_process_ms,
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.cpu", description=__doc__)
+    parser.add_argument("--wakes", type=int, default=1_000, help="wakes due at one second")
+    parser.add_argument("--far", type=int, default=300, help="far wakes (PUTs through the Scheduler)")
+    args = parser.parse_args(argv)
+    with Host() as host:
+        stack = BenchStack(NO_SWEEPS)
+        try:
+            rates, burst = registrations_and_burst(host, stack, args.wakes, args.far)
+        finally:
+            stack.stop()
+    print(json.dumps(summary(rates, burst)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
