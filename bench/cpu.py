@@ -43,31 +43,48 @@ def _stat(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
 
 
-def tree_cpu(pid: int) -> Counter[str]:
-    """CPU seconds (user and system) of `pid` and its descendants, by kind: "stack" (`pid` itself),
-    "moto", each function's environments by handler, and "ended" (descendants that ended and were
-    waited for: their time is in their parent's cutime and cstime)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
+class CpuMeter:
+    """CPU seconds (user and system) of a process and all its descendants, by kind: "stack" (the
+    process itself), "moto", each function's environments by handler module. A descendant that
+    ended keeps, under its kind, the time it had when last read; what it used after that is
+    "ended" (its time is then in its parent's cutime and cstime)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._last: dict[int, tuple[str, float]] = {}
+        self._retired: Counter[str] = Counter()
+
+    def read(self) -> Counter[str]:
+        children: dict[int, list[int]] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    children.setdefault(int(_stat(int(entry))[1]), []).append(int(entry))
+                except (OSError, IndexError, ValueError):
+                    continue  # ended meanwhile
+        current: dict[int, tuple[str, float]] = {}
+        waited_for = 0.0
+        pending = [self.pid]
+        while pending:
+            pid = pending.pop()
             try:
-                children.setdefault(int(_stat(int(entry))[1]), []).append(int(entry))
-            except (OSError, IndexError, ValueError):
-                continue  # ended meanwhile
-    found: Counter[str] = Counter()
-    pending = [pid]
-    while pending:
-        current = pending.pop()
-        try:
-            fields = _stat(current)
-            command = Path(f"/proc/{current}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        kind = "stack" if current == pid else _kind(command)
-        found[kind] += (int(fields[11]) + int(fields[12])) / _TICK
-        found["ended"] += (int(fields[13]) + int(fields[14])) / _TICK
-        pending += children.get(current, [])
-    return found
+                fields = _stat(pid)
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            kind = "stack" if pid == self.pid else _kind(command)
+            current[pid] = (kind, (int(fields[11]) + int(fields[12])) / _TICK)
+            waited_for += (int(fields[13]) + int(fields[14])) / _TICK
+            pending += children.get(pid, [])
+        for pid, (kind, cpu) in self._last.items():
+            if pid not in current:
+                self._retired[kind] += cpu
+        self._last = current
+        found = Counter(self._retired)
+        for kind, cpu in current.values():
+            found[kind] += cpu
+        found["ended"] = waited_for - sum(self._retired.values())
+        return found
 
 
 def _kind(command: list[bytes]) -> str:
@@ -75,11 +92,6 @@ def _kind(command: list[bytes]) -> str:
     if "wakeup_local.moto_process" in words:
         return "moto"
     return words[-1].split(".")[0] if words else "?"
-
-
-def tree_cpu_s(pid: int) -> float:
-    """CPU seconds of `pid` and all its descendants, those that ended included."""
-    return sum(tree_cpu(pid).values())
 
 
 @dataclass
@@ -107,19 +119,20 @@ class BurstResult:
         return len(self.late_s)
 
 
-def concurrently(name: str, pid: int, count: int, request: Callable[[int], object]) -> Rate:
+def concurrently(name: str, meter: CpuMeter, count: int, request: Callable[[int], object]) -> Rate:
     """`count` requests from `CLIENTS` threads, each with its own connections."""
-    before = tree_cpu(pid)
+    before = meter.read()
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=CLIENTS) as pool:
         list(pool.map(request, range(count)))
     wall = time.perf_counter() - started
-    used = per_item_ms(tree_cpu(pid), before, count)
+    used = per_item_ms(meter.read(), before, count)
     return Rate(name, count, count / wall, sum(used.values()), used)
 
 
 def per_item_ms(after: Counter[str], before: Counter[str], count: int) -> dict[str, float]:
-    return {kind: (after[kind] - before[kind]) * 1000 / count for kind in after if after[kind] != before[kind]}
+    kinds = sorted(set(after) | set(before))
+    return {kind: (after[kind] - before[kind]) * 1000 / count for kind in kinds if after[kind] != before[kind]}
 
 
 def iso(epoch: float) -> str:
@@ -130,7 +143,7 @@ def registrations_and_burst(host: Host, stack: BenchStack, wakes: int, far: int)
     """POST `wakes + far` instances, PUT a far wake on `far` of them, then a near wake due at one
     second on the `wakes` others (all from `CLIENTS` clients); then waits for the burst's calls."""
     api = Api(stack.url, stack.account_token)
-    pid = stack.pid
+    meter = CpuMeter(stack.pid)
     tokens: list[str] = [""] * (wakes + far)
     lock = threading.Lock()
 
@@ -139,18 +152,18 @@ def registrations_and_burst(host: Host, stack: BenchStack, wakes: int, far: int)
         with lock:
             tokens[index] = token
 
-    rates = [concurrently("POST /wakeup/instances", pid, wakes + far, register)]
+    rates = [concurrently("POST /wakeup/instances", meter, wakes + far, register)]
     far_at = iso(time.time() + FAR_AHEAD_S)
-    rates.append(concurrently("PUT /wakeup/wake (far)", pid, far, lambda i: api.wake(tokens[wakes + i], far_at)))
+    rates.append(concurrently("PUT /wakeup/wake (far)", meter, far, lambda i: api.wake(tokens[wakes + i], far_at)))
     # Due once every PUT is surely over (at the far PUTs' rate, with room to spare), and whole.
     at = float(math.ceil(time.time() + 5 + 2 * wakes / rates[-1].per_s))
-    rates.append(concurrently("PUT /wakeup/wake (near)", pid, wakes, lambda i: api.wake(tokens[i], iso(at))))
+    rates.append(concurrently("PUT /wakeup/wake (near)", meter, wakes, lambda i: api.wake(tokens[i], iso(at))))
     registered_by = at - time.time()
-    before = tree_cpu(pid)
+    before = meter.read()
     paths = [f"/b{index}" for index in range(wakes)]
     host.wait_for(paths, 1, time.monotonic() + (at - time.time()) + 120)
     time.sleep(SETTLE_S)
-    used = per_item_ms(tree_cpu(pid), before, wakes)
+    used = per_item_ms(meter.read(), before, wakes)
     first = host.first_calls(paths)
     late = [first[path] - at for path in paths if path in first]
     duplicates = sum(1 for path in paths if len(host.calls.get(path, [])) > 1)

@@ -17,6 +17,11 @@ Each is applied once, and only if moto still has what it replaces (a newer moto 
   `get_queue_attributes`, which computes every attribute of the queue (counting its messages) each
   time: receiving costs O(messages in the queue) per message received. With a hundred wakes due at
   once that is most of a second spent in moto. The replacement reads the same value directly.
+- moto 5's SQS `Queue.attributes` computes every attribute of the queue each time it is read,
+  counting its messages three times over (visible, delayed, in flight); `send_message` reads it
+  for one flag (`ContentBasedDeduplication`). Sending cost O(messages in the queue): with 1,000
+  wakes' messages waiting, most of a PUT's CPU. The replacement is a read-only mapping that
+  computes an attribute when it is read, with the same names and values as moto's.
 - moto's server finds the service of every request by listing its own package folder on disk
   (`list_of_moto_modules`, about 0.7 ms, under a lock all requests share). The folder does not
   change while the process runs: it is listed once.
@@ -24,19 +29,20 @@ Each is applied once, and only if moto still has what it replaces (a newer moto 
 
 import copy
 import functools
+import json
 import logging
 import threading
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import moto.dynamodb.models as dynamodb_models
 from moto import backends
-from moto.core.utils import unix_time
+from moto.core.utils import camelcase_to_underscores, unix_time
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
-from moto.sqs.models import SQSBackend
+from moto.sqs.models import Queue, SQSBackend
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +135,42 @@ def _is_message_valid_based_on_retention_period(self: Any, queue_name: str, mess
     return bool(retention_period + message.sent_timestamp / 1000 > unix_time())
 
 
+class QueueAttributes(Mapping[str, Any]):
+    """moto's `Queue.attributes` (the same names, in its order, and values), each computed when
+    read: the message counts only when asked for."""
+
+    def __init__(self, queue: Any) -> None:
+        self._queue = queue
+        names = list(queue.BASE_ATTRIBUTES)
+        if queue.fifo_queue:
+            names += queue.FIFO_ATTRIBUTES
+        if queue.kms_master_key_id:
+            names += queue.KMS_ATTRIBUTES
+        self._names = dict.fromkeys(names)
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._names:
+            raise KeyError(name)
+        if name == "RedrivePolicy" and self._queue.redrive_policy:
+            return json.dumps(self._queue.redrive_policy)
+        value = getattr(self._queue, camelcase_to_underscores(name))
+        return str(value).lower() if isinstance(value, bool) else value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+# moto's own, kept to compare with (the tests do).
+MOTO_QUEUE_ATTRIBUTES = Queue.attributes
+
+
+def _lazy_attributes(queue: Any) -> QueueAttributes:
+    return QueueAttributes(queue)
+
+
 def apply() -> None:
     global _applied
     if _applied:
@@ -152,6 +194,10 @@ def apply() -> None:
         )
     else:
         log.warning("moto changed: its SQS retention check is not replaced (receiving may be slow)")
+    if isinstance(getattr(Queue, "attributes", None), property) and hasattr(Queue, "BASE_ATTRIBUTES"):
+        setattr(Queue, "attributes", property(_lazy_attributes))  # noqa: B010 - a property replaced on purpose
+    else:
+        log.warning("moto changed: its SQS queue attributes are not made lazy (sending may be slow)")
     if hasattr(backends, "list_of_moto_modules"):
         modules = tuple(backends.list_of_moto_modules())
         backends.list_of_moto_modules = lambda: modules

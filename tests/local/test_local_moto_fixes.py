@@ -7,6 +7,7 @@ with a reason per action when a condition fails, must hold on both.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from botocore.exceptions import ClientError
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
 from moto.server import ThreadedMotoServer
+from moto.sqs.models import sqs_backends
 
 from wakeup_local import moto_fixes
 from wakeup_local.moto_process import MotoProcess
@@ -223,3 +225,39 @@ def test_a_transaction_copies_only_the_items_it_names(plain_moto: str, monkeypat
     # then it was undone from the items' own snapshots
     assert error.response["Error"]["Code"] == "TransactionCanceledException"
     assert _items(dynamodb, table) == {"a": {"pk": {"S": "a"}, "n": {"N": "1"}}}
+
+
+# --- SQS queue attributes, computed when read ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        {},
+        {"FifoQueue": "true", "ContentBasedDeduplication": "true"},
+        {"KmsMasterKeyId": "alias/aws/sqs", "MessageRetentionPeriod": "600"},
+        {"Policy": '{"Version": "2012-10-17", "Statement": []}', "VisibilityTimeout": "180"},
+    ],
+    ids=["standard", "fifo", "kms", "policy"],
+)
+def test_queue_attributes_are_moto_s_own_names_order_and_values(attributes: dict[str, str]) -> None:
+    # given a queue holding visible, delayed and in-flight messages, with a redrive policy
+    backend = sqs_backends["123456789012"]["us-east-1"]
+    fifo = attributes.get("FifoQueue") == "true"
+    dead = backend.create_queue(f"dead-{uuid.uuid4().hex[:8]}{'.fifo' if fifo else ''}", **attributes)
+    redrive = json.dumps({"deadLetterTargetArn": dead.queue_arn, "maxReceiveCount": "3"})
+    queue = backend.create_queue(
+        f"q-{uuid.uuid4().hex[:8]}{'.fifo' if fifo else ''}", **attributes, RedrivePolicy=redrive
+    )
+    group = {"group_id": "g"} if fifo else {}
+    for index in range(3):
+        backend.send_message(queue.name, f"now {index}", deduplication_id=f"n{index}" if fifo else None, **group)
+    if not fifo:
+        backend.send_message(queue.name, "later", delay_seconds=600)
+    backend.receive_message(queue.name, 1, wait_seconds_timeout=0, visibility_timeout=30)
+    # when both are read, then they are the same mapping, key by key and in order
+    mine = moto_fixes.QueueAttributes(queue)
+    own = moto_fixes.MOTO_QUEUE_ATTRIBUTES.fget(queue)
+    assert list(mine.items()) == list(own.items())
+    assert mine.get("ApproximateNumberOfMessagesNotVisible") == 1
+    assert "NoSuchAttribute" not in mine and mine.get("NoSuchAttribute") is None
