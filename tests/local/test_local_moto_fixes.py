@@ -11,6 +11,7 @@ import json
 import logging
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import boto3
@@ -19,6 +20,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
+from moto.core.utils import unix_time, unix_time_millis
 from moto.server import ThreadedMotoServer
 from moto.sqs.models import sqs_backends
 
@@ -261,3 +263,14 @@ def test_queue_attributes_are_moto_s_own_names_order_and_values(attributes: dict
     assert list(mine.items()) == list(own.items())
     assert mine.get("ApproximateNumberOfMessagesNotVisible") == 1
     assert "NoSuchAttribute" not in mine and mine.get("NoSuchAttribute") is None
+
+
+def test_sqs_clock_reads_what_moto_s_own_reads() -> None:
+    # given a moment, then both give its epoch seconds and milliseconds alike
+    moment = datetime(2026, 3, 4, 5, 6, 7, 891_234)
+    assert moto_fixes.fast_unix_time(moment) == unix_time(moment)
+    assert moto_fixes.fast_unix_time_millis(moment) == unix_time_millis(moment)
+    # and now, read between two readings of moto's own clock, falls between them
+    before = unix_time_millis()
+    now = moto_fixes.fast_unix_time_millis()
+    assert before - 1 <= now <= unix_time_millis() + 1
