@@ -18,9 +18,9 @@ import boto3
 import moto.dynamodb.models as dynamodb_models
 import pytest
 from botocore.exceptions import ClientError
+from moto.core.utils import unix_time, unix_time_millis
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
-from moto.core.utils import unix_time, unix_time_millis
 from moto.server import ThreadedMotoServer
 from moto.sqs.models import sqs_backends
 
