@@ -26,6 +26,9 @@ Each is applied once, and only if moto still has what it replaces (a newer moto 
   is it delayed), through `unix_time_millis`, which builds two datetimes and subtracts them: about
   10 us a call, so 1,000 delayed messages cost every receive 20 ms, and an idle poller, looking 20
   times a second, half a core. SQS's module gets the same clock read from `time.time()`.
+- moto's `BaseResponse.call_action` lists the methods of the request's response class, with
+  `inspect.getmembers`, on every request (a tenth of a DynamoDB read's CPU): a class's methods do
+  not change while the process runs, so each class is listed once.
 - moto's server finds the service of every request by listing its own package folder on disk
   (`list_of_moto_modules`, about 0.7 ms, under a lock all requests share). The folder does not
   change while the process runs: it is listed once.
@@ -41,6 +44,7 @@ import types
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+import moto.core.responses as core_responses
 import moto.dynamodb.models as dynamodb_models
 import moto.sqs.models as sqs_models
 from moto import backends
@@ -188,6 +192,12 @@ def fast_unix_time_millis(dt: Any = None) -> float:
     return fast_unix_time(dt) * 1000.0
 
 
+@functools.cache
+def method_names_of(clazz: type) -> frozenset[str]:
+    """moto's `method_names_from_class`, once per class (its callers only ask what it contains)."""
+    return frozenset(moto_utils.method_names_from_class(clazz))
+
+
 def apply() -> None:
     global _applied
     if _applied:
@@ -220,6 +230,10 @@ def apply() -> None:
         setattr(sqs_models, "unix_time_millis", fast_unix_time_millis)  # noqa: B010
     else:
         log.warning("moto changed: its SQS clock is not replaced (receiving may be slow)")
+    if getattr(core_responses, "method_names_from_class", None) is moto_utils.method_names_from_class:
+        setattr(core_responses, "method_names_from_class", method_names_of)  # noqa: B010 - cached on purpose
+    else:
+        log.warning("moto changed: its response methods are not cached (requests may be slower)")
     if hasattr(backends, "list_of_moto_modules"):
         modules = tuple(backends.list_of_moto_modules())
         backends.list_of_moto_modules = lambda: modules

@@ -18,9 +18,10 @@ import boto3
 import moto.dynamodb.models as dynamodb_models
 import pytest
 from botocore.exceptions import ClientError
-from moto.core.utils import unix_time, unix_time_millis
+from moto.core.utils import method_names_from_class, unix_time, unix_time_millis
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
+from moto.dynamodb.responses import DynamoHandler
 from moto.server import ThreadedMotoServer
 from moto.sqs.models import sqs_backends
 
@@ -274,3 +275,9 @@ def test_sqs_clock_reads_what_moto_s_own_reads() -> None:
     before = unix_time_millis()
     now = moto_fixes.fast_unix_time_millis()
     assert before - 1 <= now <= unix_time_millis() + 1
+
+
+def test_a_response_class_s_methods_are_moto_s_own_list() -> None:
+    # given moto's DynamoDB responses, then the cached names are the ones moto lists
+    assert moto_fixes.method_names_of(DynamoHandler) == set(method_names_from_class(DynamoHandler))
+    assert "get_item" in moto_fixes.method_names_of(DynamoHandler)
