@@ -18,7 +18,7 @@ import os
 import sys
 import threading
 import time
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -57,9 +57,9 @@ class CpuMeter:
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self._last: dict[int, tuple[str, float]] = {}
-        self._retired: Counter[str] = Counter()
+        self._retired: defaultdict[str, float] = defaultdict(float)
 
-    def read(self) -> Counter[str]:
+    def read(self) -> dict[str, float]:
         children: dict[int, list[int]] = {}
         for entry in os.listdir("/proc"):
             if entry.isdigit():
@@ -85,11 +85,11 @@ class CpuMeter:
             if pid not in current:
                 self._retired[kind] += cpu
         self._last = current
-        found = Counter(self._retired)
+        found = defaultdict(float, self._retired)
         for kind, cpu in current.values():
             found[kind] += cpu
         found["ended"] = waited_for - sum(self._retired.values())
-        return found
+        return dict(found)
 
 
 def _kind(command: list[bytes]) -> str:
@@ -123,6 +123,10 @@ class BurstResult:
     def called(self) -> int:
         return len(self.late_s)
 
+    @property
+    def early(self) -> int:
+        return sum(1 for late in self.late_s if late < 0)
+
 
 def concurrently(name: str, meter: CpuMeter, count: int, request: Callable[[int], object]) -> Rate:
     """`count` requests from `CLIENTS` threads, each with its own connections."""
@@ -135,25 +139,28 @@ def concurrently(name: str, meter: CpuMeter, count: int, request: Callable[[int]
     return Rate(name, count, count / wall, sum(used.values()), used)
 
 
-def per_item_ms(after: Counter[str], before: Counter[str], count: int) -> dict[str, float]:
-    kinds = sorted(set(after) | set(before))
-    return {kind: (after[kind] - before[kind]) * 1000 / count for kind in kinds if after[kind] != before[kind]}
+def per_item_ms(after: dict[str, float], before: dict[str, float], count: int) -> dict[str, float]:
+    used = {kind: (after.get(kind, 0.0) - before.get(kind, 0.0)) * 1000 / count for kind in after.keys() | before}
+    return {kind: value for kind, value in sorted(used.items()) if value}
 
 
 def iso(epoch: float) -> str:
     return format_time(datetime.fromtimestamp(epoch, UTC))
 
 
-def registrations_and_burst(host: Host, stack: BenchStack, wakes: int, far: int) -> tuple[list[Rate], BurstResult]:
+def registrations_and_burst(
+    host: Host, stack: BenchStack, wakes: int, far: int, prefix: str = "/b"
+) -> tuple[list[Rate], BurstResult]:
     """POST `wakes + far` instances, PUT a far wake on `far` of them, then a near wake due at one
-    second on the `wakes` others (all from `CLIENTS` clients); then waits for the burst's calls."""
+    second on the `wakes` others (all from `CLIENTS` clients); then waits for the burst's calls.
+    The instances are at `prefix` and a number on `host`."""
     api = Api(stack.url, stack.account_token)
     meter = CpuMeter(stack.pid)
     tokens: list[str] = [""] * (wakes + far)
     lock = threading.Lock()
 
     def register(index: int) -> None:
-        _, token, _ = api.register(f"{host.url}/b{index}")
+        _, token, _ = api.register(f"{host.url}{prefix}{index}")
         with lock:
             tokens[index] = token
 
@@ -170,7 +177,7 @@ def registrations_and_burst(host: Host, stack: BenchStack, wakes: int, far: int)
     # the wait for it (whose length follows the PUTs' rate).
     time.sleep(max(0.0, at - DELIVERY_METER_LEAD_S - time.time()))
     before = meter.read()
-    paths = [f"/b{index}" for index in range(wakes)]
+    paths = [f"{prefix}{index}" for index in range(wakes)]
     host.wait_for(paths, 1, time.monotonic() + (at - time.time()) + 120)
     time.sleep(SETTLE_S)
     used = per_item_ms(meter.read(), before, wakes)
@@ -187,7 +194,7 @@ def summary(rates: Sequence[Rate], burst: BurstResult) -> dict[str, object]:
             "wakes": burst.wakes,
             "called": burst.called,
             "duplicates": burst.duplicates,
-            "early": sum(1 for late in burst.late_s if late < 0),
+            "early": burst.early,
             "p50_s": percentile(burst.late_s, 50) if burst.late_s else None,
             "p99_s": percentile(burst.late_s, 99) if burst.late_s else None,
             "max_s": max(burst.late_s, default=None),
