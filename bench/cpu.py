@@ -167,7 +167,7 @@ def registrations_and_burst(
     rates = [concurrently("POST /wakeup/instances", meter, wakes + far, register)]
     far_at = iso(time.time() + FAR_AHEAD_S)
     # The wake function's environments started (cold starts are a burst's, not a PUT's cost).
-    concurrently("warm-up", meter, WARM_UP, lambda i: api.wake(tokens[wakes + i], far_at))
+    concurrently("warm-up", meter, min(WARM_UP, far), lambda i: api.wake(tokens[wakes + i], far_at))
     rates.append(concurrently("PUT /wakeup/wake (far)", meter, far, lambda i: api.wake(tokens[wakes + i], far_at)))
     # Due once every PUT is surely over (at the far PUTs' rate, with room to spare), and whole.
     at = float(math.ceil(time.time() + 5 + 2 * wakes / rates[-1].per_s))
