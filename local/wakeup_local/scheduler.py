@@ -173,7 +173,8 @@ class ScheduleWatcher:
 
     def _refresh(self) -> bool:
         """Notes new, updated and deleted schedules (`list_schedules` names them, `get_schedule` says
-        more); False when listing failed."""
+        more); False when something could not be read, to be read again at the next poll."""
+        complete = True
         seen = set()
         for group in self._groups:
             try:
@@ -190,9 +191,11 @@ class ScheduleWatcher:
                 detail = self._get(group, summary["Name"])
                 if detail is not None:
                     self._watched[key] = self._plan(group, detail, known)
+                else:
+                    complete = False
         for key in set(self._watched) - seen:
             del self._watched[key]
-        return True
+        return complete
 
     def _list(self, group: str) -> list[Any]:
         summaries: list[Any] = []
