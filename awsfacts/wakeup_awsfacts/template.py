@@ -332,9 +332,9 @@ class Resolver:
         if name in parameters:
             return self._parameter(name, parameters[name])
         if name in self._generated_mappings():
-            # SAM makes an SQS event's mapping `<Function><Event>`; the local stack has no Lambda
-            # API and names no mapping, so a function given one (the planner) stays idle here.
-            return ""
+            # SAM makes an SQS event's mapping `<Function><Event>`, whose Ref is its UUID: the
+            # local stack records it once the mapping exists in moto (wakeup_local.mappings).
+            return self._refs.get(name, "")
         resource_type = self.resource_type(name)
         if name in self._refs:
             return self._refs[name]

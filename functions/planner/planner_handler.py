@@ -37,7 +37,7 @@ get_planner_settings()
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = get_planner_settings()
     if not settings.mapping_uuid:
-        # The local stack has no Lambda API and no mapping to name: the planner is idle there.
+        # A stack with no caller mapping to name (the local stack names it too, in its moto).
         logger.info("no event source mapping configured, nothing to plan")
         publish_idle()
         return {"planned": False}

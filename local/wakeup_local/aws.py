@@ -1,7 +1,7 @@
 """boto3 clients of the local stack's own, always pointed at its moto server."""
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import botocore.session
@@ -37,6 +37,10 @@ class AwsClients:
     sqs: "SQSClient"
     scheduler: "EventBridgeSchedulerClient"
     secretsmanager: "SecretsManagerClient"
+    # Lambda's event source mappings (mappings.py) and the role moto's functions need (untyped:
+    # the project installs no stubs for them).
+    awslambda: Any
+    iam: Any
 
     def close(self) -> None:
         """Closes the clients' connections."""
@@ -44,6 +48,8 @@ class AwsClients:
         self.sqs.close()
         self.scheduler.close()
         self.secretsmanager.close()
+        self.awslambda.close()
+        self.iam.close()
 
 
 def make_clients(endpoint_url: str, region: str) -> AwsClients:
@@ -61,4 +67,6 @@ def make_clients(endpoint_url: str, region: str) -> AwsClients:
         sqs=session.client("sqs", endpoint_url=endpoint_url, config=_CONFIG),
         scheduler=session.client("scheduler", endpoint_url=endpoint_url, config=_CONFIG),
         secretsmanager=session.client("secretsmanager", endpoint_url=endpoint_url, config=_CONFIG),
+        awslambda=session.client("lambda", endpoint_url=endpoint_url, config=_CONFIG),
+        iam=session.client("iam", endpoint_url=endpoint_url, config=_CONFIG),
     )

@@ -32,6 +32,23 @@ Each is applied once, and only if moto still has what it replaces (a newer moto 
 - moto's server finds the service of every request by listing its own package folder on disk
   (`list_of_moto_modules`, about 0.7 ms, under a lock all requests share). The folder does not
   change while the process runs: it is listed once.
+
+- Lambda's event source mappings (the planner changes the caller's, wakeup.event_source):
+  - moto's SQS hands a queue's messages to moto's Lambda when a mapping names the queue, which
+    runs functions in Docker. The local stack's own poller is the mapping's consumer
+    (sqs_poller.py), so an SQS mapping is kept off moto's queue.
+  - An `UpdateEventSourceMapping` applies at once in moto, its state always `Enabled`. On AWS it
+    answers 202 with the mapping `Updating`, and the mapping is `Enabled` again once the change
+    applies ("UpdateEventSourceMapping", Lambda API reference:
+    https://docs.aws.amazon.com/lambda/latest/api/API_UpdateEventSourceMapping.html); an operation
+    that "conflicts with the resource's availability" meanwhile is refused with
+    ResourceInUseException (its examples: an update while `Creating`, a delete while `Updating`).
+    Here the mapping is `Updating` for `mapping_update_s` seconds after an update (AWS gives no
+    figure), and another update meanwhile is refused so, as wakeup.event_source expects.
+  - `ProvisionedPollerConfig` is checked as AWS checks it for SQS (MinimumPollers 2 to 200,
+    MaximumPollers 2 to 2,000, the minimum not above the maximum: "ProvisionedPollerConfig",
+    https://docs.aws.amazon.com/lambda/latest/api/API_ProvisionedPollerConfig.html); an empty one
+    turns provisioned mode off (wakeup.event_source), so the mapping no longer shows one.
 """
 
 import copy
@@ -48,12 +65,16 @@ import moto.core.responses as core_responses
 import moto.dynamodb.models as dynamodb_models
 import moto.sqs.models as sqs_models
 from moto import backends
+from moto.awslambda.exceptions import InvalidParameterValueException, LambdaClientError
+from moto.awslambda.models import EventSourceMapping, LambdaBackend
 from moto.core import utils as moto_utils
 from moto.core.utils import camelcase_to_underscores, unix_time
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
-from moto.sqs.models import Queue, SQSBackend
+from moto.sqs.models import Queue, SQSBackend, sqs_backends
+
+from wakeup_awsfacts.sqs_scaling import MAXIMUM_POLLERS_RANGE, MINIMUM_POLLERS_RANGE
 
 log = logging.getLogger(__name__)
 
@@ -198,8 +219,86 @@ def method_names_of(clazz: type) -> frozenset[str]:
     return frozenset(moto_utils.method_names_from_class(clazz))
 
 
-def apply() -> None:
-    global _applied
+# --- event source mappings as Lambda's ---------------------------------------------------------------
+
+# How long a mapping stays `Updating` after an update (apply's `mapping_update_s`).
+_mapping_update_s = 0.0
+# Until when (time.monotonic()) each mapping is `Updating`, by UUID.
+_updating_until: dict[str, float] = {}
+
+
+def _is_updating(uuid: str) -> bool:
+    return time.monotonic() < _updating_until.get(uuid, 0.0)
+
+
+def off_moto_queues(create: Callable[..., Any]) -> Callable[..., Any]:
+    """moto's `create_event_source_mapping`, leaving an SQS mapping off its queue (moto's SQS would
+    consume the queue for it)."""
+
+    @functools.wraps(create)
+    def create_mapping(self: LambdaBackend, spec: dict[str, Any]) -> EventSourceMapping:
+        mapping: EventSourceMapping = create(self, spec)
+        for queue in sqs_backends[self.account_id][self.region_name].queues.values():
+            if queue.queue_arn == mapping.event_source_arn:
+                queue.lambda_event_source_mappings.pop(mapping.function_arn, None)
+        return mapping
+
+    return create_mapping
+
+
+def _checked_poller_config(config: Any) -> dict[str, int] | None:
+    """The ProvisionedPollerConfig to keep (None: provisioned mode off), or AWS's refusal."""
+    if not config:
+        return None
+    minimum, maximum = config.get("MinimumPollers"), config.get("MaximumPollers")
+    for name, value, (low, high) in (
+        ("MinimumPollers", minimum, MINIMUM_POLLERS_RANGE),
+        ("MaximumPollers", maximum, MAXIMUM_POLLERS_RANGE),
+    ):
+        if value is not None and not low <= int(value) <= high:
+            raise InvalidParameterValueException(f"{name} must be between {low} and {high} for an SQS event source")
+    if minimum is not None and maximum is not None and int(minimum) > int(maximum):
+        raise InvalidParameterValueException("MinimumPollers must not be greater than MaximumPollers")
+    return dict(config)
+
+
+def updating_as_lambda(update: Callable[..., Any]) -> Callable[..., Any]:
+    """moto's `update_event_source_mapping`, refused while an update applies, and `Updating` after."""
+
+    @functools.wraps(update)
+    def update_mapping(self: LambdaBackend, uuid: str, spec: dict[str, Any]) -> EventSourceMapping | None:
+        if self.get_event_source_mapping(uuid) is not None:
+            if _is_updating(uuid):
+                raise LambdaClientError(
+                    "ResourceInUseException",
+                    f"Cannot update the event source mapping {uuid} because it is in use (Updating).",
+                )
+            if "ProvisionedPollerConfig" in spec:
+                spec = {**spec, "ProvisionedPollerConfig": _checked_poller_config(spec["ProvisionedPollerConfig"])}
+        mapping: EventSourceMapping | None = update(self, uuid, spec)
+        if mapping is not None:
+            _updating_until[uuid] = time.monotonic() + _mapping_update_s
+        return mapping
+
+    return update_mapping
+
+
+def state_as_lambda(get_configuration: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """moto's mapping description, `Updating` while an update applies."""
+
+    @functools.wraps(get_configuration)
+    def configuration(self: EventSourceMapping) -> dict[str, Any]:
+        described = get_configuration(self)
+        if _is_updating(self.uuid):
+            described["State"] = "Updating"
+        return described
+
+    return configuration
+
+
+def apply(mapping_update_s: float = 0.0) -> None:
+    global _applied, _mapping_update_s
+    _mapping_update_s = mapping_update_s
     if _applied:
         return
     _applied = True
@@ -239,3 +338,15 @@ def apply() -> None:
         backends.list_of_moto_modules = lambda: modules
     else:
         log.warning("moto changed: its list of services is not cached (requests may be slower)")
+    if all(hasattr(LambdaBackend, name) for name in ("create_event_source_mapping", "update_event_source_mapping")):
+        LambdaBackend.create_event_source_mapping = off_moto_queues(  # type: ignore[method-assign]
+            LambdaBackend.create_event_source_mapping
+        )
+        LambdaBackend.update_event_source_mapping = updating_as_lambda(  # type: ignore[method-assign]
+            LambdaBackend.update_event_source_mapping
+        )
+        EventSourceMapping.get_configuration = state_as_lambda(  # type: ignore[method-assign]
+            EventSourceMapping.get_configuration
+        )
+    else:
+        log.warning("moto changed: its event source mappings' updates apply at once")

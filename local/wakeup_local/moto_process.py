@@ -33,9 +33,12 @@ class MotoProcessError(RuntimeError):
 
 
 class MotoProcess:
-    def __init__(self) -> None:
+    """`mapping_update_s`: how long an event source mapping stays `Updating` after an update (moto_fixes)."""
+
+    def __init__(self, mapping_update_s: float = 0.0) -> None:
         self._process: subprocess.Popen[str] | None = None
         self.port = 0
+        self.mapping_update_s = mapping_update_s
 
     @property
     def endpoint_url(self) -> str:
@@ -48,7 +51,7 @@ class MotoProcess:
         # its own keeps the signals sent to the stack's whole group (Ctrl-C, a supervisor's SIGTERM)
         # from stopping moto while the stack's handlers and pollers are still using it.
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "wakeup_local.moto_process"],
+            [sys.executable, "-m", "wakeup_local.moto_process", "--mapping-update-s", str(self.mapping_update_s)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=environment,
@@ -79,7 +82,9 @@ class MotoProcess:
 
 def main() -> int:
     """The child: serves moto until its stdin closes."""
-    argparse.ArgumentParser(prog="python -m wakeup_local.moto_process").parse_args()
+    parser = argparse.ArgumentParser(prog="python -m wakeup_local.moto_process")
+    parser.add_argument("--mapping-update-s", type=float, default=0.0)
+    args = parser.parse_args()
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
@@ -93,7 +98,7 @@ def main() -> int:
     from wakeup_local import moto_fixes
     from wakeup_local.request_counter import RequestCounter
 
-    moto_fixes.apply()
+    moto_fixes.apply(mapping_update_s=args.mapping_update_s)
 
     class Handler(MotoRequestHandler):
         def setup(self) -> None:

@@ -2,7 +2,8 @@
 
 Each mapping works as many batches at once as Lambda's scaling allows (`wakeup_awsfacts.sqs_scaling`: five when
 messages appear, up to 300 more a minute while they remain, capped by `ScalingConfig` or the
-function's bound; `ProvisionedPollerConfig` for provisioned mode). One receiver per mapping
+function's bound; `ProvisionedPollerConfig` for provisioned mode; a change of either through
+Lambda's API once it applies, `reconfigure` from mappings.py). One receiver per mapping
 short-polls the queue (moto's long polling only wakes for new messages, not for delayed ones coming
 due) whenever a slot is free, gathers records up to `BatchSize` for at most
 `MaximumBatchingWindowInSeconds` from the first one, and hands the batch to a worker that invokes
@@ -222,11 +223,14 @@ class SqsPoller:
         sqs: SQSClient,
         region: str,
         poll_interval_s: float = POLL_INTERVAL_S,
+        *,
+        unbounded: bool = False,
     ) -> None:
         self.sources = sources
         self._sqs = sqs
         self._region = region
         self._poll_interval_s = poll_interval_s
+        self._unbounded = unbounded
         self._stopping = threading.Event()
         self._receivers: list[threading.Thread] = []
         self._pools: list[ThreadPoolExecutor] = []
@@ -236,9 +240,29 @@ class SqsPoller:
         """Each mapping's counters (batches, messages, concurrency over time), by `Function.Event`."""
         return {name: concurrency.counters() for name, concurrency in self._concurrency.items()}
 
+    def reconfigure(self, name: str, properties: Mapping[str, Any]) -> Scaling:
+        """The mapping `name`'s configuration changed (its `ProvisionedPollerConfig` or
+        `ScalingConfig`, mappings.py): it scales by the new one from now on. Raises TemplateError
+        for one Lambda would refuse."""
+        source = next(source for source in self.sources if source.name == name)
+        scaling = scaling_of(name, properties, _function_bound(source.function))
+        scaling = scaling.unbounded() if self._unbounded else scaling
+        self._concurrency[name].rescale(scaling)
+        log.info(
+            "%s now scales from %d at once, up to %d (%s)",
+            name,
+            scaling.initial,
+            scaling.maximum,
+            "provisioned" if properties.get("ProvisionedPollerConfig") else "standard",
+        )
+        return scaling
+
     def start(self) -> None:
         for source in self.sources:
-            pool = ThreadPoolExecutor(max_workers=source.scaling.maximum, thread_name_prefix=f"sqs-{source.queue.name}")
+            # Threads for as many batches as the function runs at once: a mapping reconfigured
+            # later may scale past what it starts with.
+            workers = max(source.scaling.maximum, _function_bound(source.function))
+            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"sqs-{source.queue.name}")
             receiver = threading.Thread(
                 target=self._receive_loop,
                 args=(source, pool, self._concurrency[source.name]),

@@ -31,7 +31,8 @@ class Sample:
 
 @dataclass(frozen=True)
 class Counters:
-    """What a mapping has done so far (`samples`: each change of `in_flight` or `target`)."""
+    """What a mapping has done so far (`samples`: each change of `in_flight` or `target`), and the
+    scaling it follows now."""
 
     batches: int
     messages: int
@@ -39,6 +40,7 @@ class Counters:
     in_flight: int
     target: int
     samples: list[Sample] = field(repr=False)
+    scaling: Scaling | None = None
 
 
 class Concurrency:
@@ -98,10 +100,28 @@ class Concurrency:
                 self._target = target
                 self._sample()
 
+    def rescale(self, scaling: Scaling) -> None:
+        """The mapping's configuration changed (provisioned mode on or off, mappings.py): from now
+        on it scales by `scaling`, the batches at work now kept within its bounds (a floor raised at
+        once; a lower ceiling reached as batches finish, and the floor once the queue is empty)."""
+        with self._changed:
+            self.scaling = scaling
+            target = min(max(self._target, scaling.initial), scaling.maximum)
+            if target != self._target:
+                self._target = target
+                self._sample()
+            self._changed.notify_all()
+
     def counters(self) -> Counters:
         with self._changed:
             return Counters(
-                self._batches, self._messages, self._max_in_flight, self._in_flight, self._target, list(self._samples)
+                self._batches,
+                self._messages,
+                self._max_in_flight,
+                self._in_flight,
+                self._target,
+                list(self._samples),
+                self.scaling,
             )
 
     def _grow(self) -> None:

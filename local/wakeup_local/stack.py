@@ -27,6 +27,7 @@ from wakeup_local.aws import AwsClients, make_clients
 from wakeup_local.functions import Functions, FunctionSpec, function_specs, make_functions
 from wakeup_local.gateway import Gateway, routes_from
 from wakeup_local.lambda_logs import FunctionLog
+from wakeup_local.mappings import MappingWatcher, create_mappings
 from wakeup_local.moto_process import MotoProcess
 from wakeup_local.request_counter import scheduler_changes
 from wakeup_local.resources import StackResources, create_resources
@@ -43,6 +44,10 @@ LOOPBACK = "127.0.0.1"
 # The local stack's own settings, read from its environment at start.
 EXACT_SCHEDULES_ENV = "WAKEUP_LOCAL_EXACT_SCHEDULES"
 SWEEP_PERIOD_ENV = "WAKEUP_LOCAL_SWEEP_S"
+# How long an event source mapping stays `Updating` after an update before its change applies (AWS
+# gives no figure; the planner assumes minutes, WAKEUP_PLANNER_UPDATE_DELAY_S): short here.
+MAPPING_UPDATE_ENV = "WAKEUP_LOCAL_MAPPING_UPDATE_S"
+DEFAULT_MAPPING_UPDATE_S = 5.0
 # A setting of the functions that the local stack sets differently from the template's default.
 CALL_ALLOWED_CIDRS_ENV = "WAKEUP_CALL_ALLOWED_CIDRS"
 # Lifts the limits AWS sets on how fast work goes through (route throttles, SQS event source
@@ -112,6 +117,7 @@ class LocalStack:
         self._moto: MotoProcess | None = None
         self._gateway: Gateway | None = None
         self._poller: SqsPoller | None = None
+        self._mapping_watcher: MappingWatcher | None = None
         self._watcher: ScheduleWatcher | None = None
         self._recurring: RecurringRunner | None = None
         self._async: AsyncInvoker | None = None
@@ -217,10 +223,10 @@ class LocalStack:
         # The gateway's port first: a port in use is the likeliest failure, and the cheapest to find.
         self._gateway = Gateway([], port=self.port, host=LOOPBACK, api_id=self.stack_name)
 
-        self._moto = MotoProcess()
+        settings_env = {**os.environ, **self.env}
+        self._moto = MotoProcess(float(settings_env.get(MAPPING_UPDATE_ENV) or DEFAULT_MAPPING_UPDATE_S))
         self._moto.start()
         self.endpoint_url = self._moto.endpoint_url
-        settings_env = {**os.environ, **self.env}
         # The service refuses to call loopback addresses by default (wakeup.addresses); here every
         # host runs on this machine, so the local stack allows loopback unless told otherwise.
         settings_env.setdefault(CALL_ALLOWED_CIDRS_ENV, LOOPBACK_CIDRS)
@@ -228,6 +234,8 @@ class LocalStack:
         resolver = Resolver(template, self.stack_name, self.region, endpoint_url=self.endpoint_url, rng=self._rng)
         self._clients = make_clients(self.endpoint_url, self.region)
         self.resources = create_resources(template, resolver, self._clients)
+        # Before the functions' variables are resolved: the planner's names the caller's mapping.
+        mappings = create_mappings(template, resolver, self._clients)
         specs = function_specs(template, resolver, settings_env)
         check_wakeup_settings(specs)
         self.functions = make_functions(
@@ -242,7 +250,16 @@ class LocalStack:
 
         unbounded = _truthy(settings_env.get(UNBOUNDED_ENV))
         self._poller = SqsPoller(
-            event_sources(self.functions, self.resources, unbounded=unbounded), self._clients.sqs, self.region
+            event_sources(self.functions, self.resources, unbounded=unbounded),
+            self._clients.sqs,
+            self.region,
+            unbounded=unbounded,
+        )
+        polled = {source.name for source in self._poller.sources}
+        self._mapping_watcher = MappingWatcher(
+            [mapping for mapping in mappings if mapping.name in polled],
+            self._clients.awslambda,
+            self._poller.reconfigure,
         )
         self._async = AsyncInvoker(
             event_invoke_configs(template, self.functions, self.resources, resolver),
@@ -271,6 +288,7 @@ class LocalStack:
             )
         self._async.start()
         self._poller.start()
+        self._mapping_watcher.start()
         self._watcher.start()
         self._recurring.start()
         self._gateway.start()
@@ -292,10 +310,10 @@ class LocalStack:
         """Stops everything that started, in reverse order; safe to call more than once."""
         if self._gateway is not None:
             self._gateway.stop()
-        for part in (self._recurring, self._watcher, self._poller, self._async):
+        for part in (self._recurring, self._watcher, self._mapping_watcher, self._poller, self._async):
             if part is not None:
                 part.stop()
-        self._recurring = self._watcher = self._poller = self._async = None
+        self._recurring = self._watcher = self._mapping_watcher = self._poller = self._async = None
         self.functions.stop()
         if self._clients is not None:
             self._clients.close()

@@ -1,8 +1,10 @@
-"""The local stack's moto transactions behave as moto's own, and never copy a whole table.
+"""The local stack's moto transactions behave as moto's own, and never copy a whole table; its
+event source mappings update as Lambda's do.
 
-Each scenario runs on moto as it comes (a server in this process) and on the local stack's moto (its
-own process, with `moto_fixes` applied): DynamoDB's rules for `TransactWriteItems`, all or nothing,
-with a reason per action when a condition fails, must hold on both.
+Each transaction scenario runs on moto as it comes (a server in this process) and on the local
+stack's moto (its own process, with `moto_fixes` applied): DynamoDB's rules for
+`TransactWriteItems`, all or nothing, with a reason per action when a condition fails, must hold on
+both. The mappings' scenarios are what moto does not do (an update applies at once there).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from moto.dynamodb.responses import DynamoHandler
 from moto.server import ThreadedMotoServer
 from moto.sqs.models import sqs_backends
 
+from support.waiting import wait_until
 from wakeup_local import moto_fixes
+from wakeup_local.mappings import empty_package
 from wakeup_local.moto_process import MotoProcess
 
 
@@ -281,3 +285,101 @@ def test_a_response_class_s_methods_are_moto_s_own_list() -> None:
     # given moto's DynamoDB responses, then the cached names are the ones moto lists
     assert moto_fixes.method_names_of(DynamoHandler) == set(method_names_from_class(DynamoHandler))
     assert "get_item" in moto_fixes.method_names_of(DynamoHandler)
+
+
+# --- event source mappings ---------------------------------------------------------------------------
+
+MAPPING_UPDATE_S = 1.0
+
+
+@pytest.fixture(scope="module")
+def mapping_moto() -> Iterator[str]:
+    """The local stack's moto, a mapping `Updating` for a second after each update."""
+    process = MotoProcess(mapping_update_s=MAPPING_UPDATE_S)
+    process.start()
+    yield process.endpoint_url
+    process.stop()
+
+
+@pytest.fixture
+def mapping(mapping_moto: str) -> tuple[Any, Any, str, str]:
+    """(a Lambda client, an SQS client, a queue's URL, the UUID of the queue's mapping) on the local
+    stack's moto, as the stack makes the caller's (wakeup_local.mappings)."""
+    options = {"endpoint_url": mapping_moto, "region_name": "us-east-1"}
+    name = f"f-{uuid.uuid4().hex[:8]}"
+    awslambda, sqs, iam = (boto3.client(service, **options) for service in ("lambda", "sqs", "iam"))
+    role = iam.create_role(RoleName=name, AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    awslambda.create_function(
+        FunctionName=name, Runtime="python3.13", Role=role, Handler="h.h", Code={"ZipFile": empty_package()}
+    )
+    queue = sqs.create_queue(QueueName=name)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    created = awslambda.create_event_source_mapping(EventSourceArn=arn, FunctionName=name, BatchSize=10)
+    return awslambda, sqs, queue, created["UUID"]
+
+
+def test_an_updated_mapping_is_updating_and_refuses_updates_until_its_change_applies(
+    mapping: tuple[Any, Any, str, str],
+) -> None:
+    awslambda, _, _, mapping_uuid = mapping
+    assert awslambda.get_event_source_mapping(UUID=mapping_uuid)["State"] == "Enabled"
+    # when provisioned mode is turned on
+    updated = awslambda.update_event_source_mapping(
+        UUID=mapping_uuid, ProvisionedPollerConfig={"MinimumPollers": 5, "MaximumPollers": 50}
+    )
+    # then the mapping is Updating, and another update meanwhile is refused
+    assert updated["State"] == "Updating"
+    assert updated["ProvisionedPollerConfig"] == {"MinimumPollers": 5, "MaximumPollers": 50}
+    with pytest.raises(ClientError) as refused:
+        awslambda.update_event_source_mapping(UUID=mapping_uuid, ProvisionedPollerConfig={})
+    assert refused.value.response["Error"]["Code"] == "ResourceInUseException"
+    # and once the change has applied, the mapping is Enabled and takes updates again
+    wait_until(
+        lambda: awslambda.get_event_source_mapping(UUID=mapping_uuid)["State"] == "Enabled",
+        timeout=MAPPING_UPDATE_S + 5,
+        interval=0.05,
+        message="the mapping Enabled again",
+    )
+    assert awslambda.update_event_source_mapping(UUID=mapping_uuid, BatchSize=5)["State"] == "Updating"
+
+
+def test_an_empty_provisioned_poller_config_turns_provisioned_mode_off(mapping: tuple[Any, Any, str, str]) -> None:
+    awslambda, _, _, mapping_uuid = mapping
+    awslambda.update_event_source_mapping(UUID=mapping_uuid, ProvisionedPollerConfig={"MinimumPollers": 2})
+    wait_until(
+        lambda: awslambda.get_event_source_mapping(UUID=mapping_uuid)["State"] == "Enabled",
+        timeout=MAPPING_UPDATE_S + 5,
+        interval=0.05,
+    )
+    # when the planner's "off" is sent
+    awslambda.update_event_source_mapping(UUID=mapping_uuid, ProvisionedPollerConfig={})
+    # then the mapping shows no provisioned pollers
+    assert "ProvisionedPollerConfig" not in awslambda.get_event_source_mapping(UUID=mapping_uuid)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"MinimumPollers": 1},
+        {"MinimumPollers": 201},
+        {"MaximumPollers": 2001},
+        {"MinimumPollers": 9, "MaximumPollers": 8},
+    ],
+)
+def test_provisioned_pollers_lambda_refuses_for_sqs_are_refused(
+    mapping: tuple[Any, Any, str, str], config: dict[str, int]
+) -> None:
+    awslambda, _, _, mapping_uuid = mapping
+    with pytest.raises(ClientError) as refused:
+        awslambda.update_event_source_mapping(UUID=mapping_uuid, ProvisionedPollerConfig=config)
+    assert refused.value.response["Error"]["Code"] == "InvalidParameterValueException"
+    # and the mapping is as it was, free to take a valid update
+    described = awslambda.get_event_source_mapping(UUID=mapping_uuid)
+    assert described["State"] == "Enabled" and "ProvisionedPollerConfig" not in described
+
+
+def test_a_mapped_queues_messages_stay_for_the_stacks_own_poller(mapping: tuple[Any, Any, str, str]) -> None:
+    # moto's own SQS would hand them to moto's Lambda (Docker) as they are sent
+    _, sqs, queue, _ = mapping
+    sqs.send_message(QueueUrl=queue, MessageBody="wake")
+    assert [message["Body"] for message in sqs.receive_message(QueueUrl=queue).get("Messages", [])] == ["wake"]

@@ -154,6 +154,36 @@ def test_provisioned_mode_keeps_ten_invokes_per_minimum_poller_and_grows_a_thous
     assert Scaling.provisioned(None, None) == Scaling(20, 2000, 1000)
 
 
+def test_provisioned_mode_turned_on_raises_the_batches_ready_at_once() -> None:
+    # given a mapping in standard mode with two batches at work
+    clock = Clock()
+    concurrency = Concurrency(Scaling.standard(), clock)
+    assert concurrency.acquire(timeout=0) and concurrency.acquire(timeout=0)
+    # when the planner's 3 pollers apply
+    concurrency.rescale(Scaling.provisioned(minimum_pollers=3, maximum_pollers=5))
+    # then 30 are ready at once, the two at work among them, and growth is provisioned mode's
+    assert sum(concurrency.acquire(timeout=0) for _ in range(30)) == 28
+    concurrency.messages_remain(1)
+    clock.now += 0.6
+    assert sum(concurrency.acquire(timeout=0) for _ in range(20)) == 10
+
+
+def test_provisioned_mode_turned_off_goes_back_to_five_once_the_queue_is_empty() -> None:
+    # given provisioned mode with 12 batches at work
+    clock = Clock()
+    concurrency = Concurrency(Scaling.provisioned(minimum_pollers=3, maximum_pollers=5), clock)
+    assert all(concurrency.acquire(timeout=0) for _ in range(12))
+    # when it is turned off
+    concurrency.rescale(Scaling.standard())
+    # then the batches at work finish, and standard mode's five are what an empty queue keeps
+    assert concurrency.counters().target == 30
+    for _ in range(12):
+        concurrency.release(worked=True)
+    concurrency.queue_empty()
+    assert concurrency.counters().target == 5
+    assert [concurrency.acquire(timeout=0) for _ in range(6)] == [True] * 5 + [False]
+
+
 def test_the_function_bound_caps_the_mapping() -> None:
     assert Scaling.standard(maximum_concurrency=100, function_bound=3) == Scaling(3, 3, 300)
     # The mapping's own 1,250, below it the account's 1,000 by default (services-sqs-scaling).
