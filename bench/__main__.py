@@ -16,6 +16,7 @@ from typing import Any
 
 from bench import cold_start, cost
 from bench.at_size import SEED_THREADS, RegistrationRate, registration_rate, seed_instances
+from bench.cpu import BurstResult, Rate, registrations_and_burst
 from bench.stack import BenchStack, difference
 from bench.stats import percentile, table
 from bench.workload import FLAKY, Api, Host
@@ -44,6 +45,8 @@ BURST_DELIVERY_TIMEOUT_S = 300
 CONCURRENT_CLIENTS = 16
 # After the last call, time for the caller to record it and the poller to delete its messages.
 SETTLE_S = 1.5
+# The wakes due on a freshly started stack, this long after its start.
+FRESH_AFTER_S = 60.0
 
 
 def say(message: str) -> None:
@@ -235,6 +238,9 @@ class Results:
     rates: list[RegistrationRate] = field(default_factory=list)
     bursts: list[Burst] = field(default_factory=list)
     seeded_s: float = 0.0
+    cpu_rates: list[Rate] = field(default_factory=list)
+    cpu_burst: BurstResult | None = None
+    burst_timeouts: int = 0  # caller invocations of the burst that ran past their timeout
 
 
 def api_latency(host: Host, requests: int, results: Results) -> float:
@@ -319,9 +325,42 @@ def registration_at_size(host: Host, seed: int, requests: int, results: Results)
         results.rates.append(registration_rate(api, table_size, CONCURRENT_CLIENTS, per_client))
 
 
+def cpu_and_rates(host: Host, wakes: int, far: int, results: Results) -> None:
+    """On a stack with template.yaml's defaults: registrations from many clients and their CPU, then
+    `wakes` near wakes due at one second on a caller idle until then, and their CPU (bench/cpu.py)."""
+    setting = "AWS-like (default)"
+    with running_stack(NO_SWEEPS, results, f"burst, {setting}") as (stack, _):
+        rates, burst = registrations_and_burst(host, stack, wakes, far, prefix="/cpu")
+        sources = stack.counts()["event_sources"].values()
+        batches = sum(source["batches"] for source in sources)
+        most = max((source["max_in_flight"] for source in sources), default=0)
+    results.cpu_rates, results.cpu_burst = rates, burst
+    results.burst_timeouts = sum(1 for _, report in stack.reports if report.status == "timeout")
+    late = Lateness(f"{wakes} near ({setting})", wakes, burst.late_s, burst.registered_by_s, burst.duplicates)
+    results.bursts.append(Burst(setting, late, batches, most))
+
+
+def fresh_stack_wakes(host: Host, wakes: int, after_s: float, results: Results) -> None:
+    """`wakes` near wakes due at one second `after_s` after the stack started: its caller has not
+    run before (cold), its other functions warmed by the registrations."""
+    with running_stack(NO_SWEEPS, results, "fresh stack") as (stack, api):
+        started = time.time()
+        paths, tokens = register_many(api, host, "/fresh", wakes)
+        at = due_at(max(0.0, started + after_s - time.time()))
+        for token in tokens:
+            api.wake(token, iso(at))
+        host.wait_for(paths, 1, time.monotonic() + (at - time.time()) + DELIVERY_TIMEOUT_S)
+        first = host.first_calls(paths)
+        late = [first[path] - at for path in paths if path in first]
+        duplicates = sum(1 for path in paths if len(host.calls.get(path, [])) > 1)
+        name = f"{wakes} near, {after_s:.0f} s after the stack started"
+        results.lateness.append(Lateness(name, wakes, late, at - started, duplicates))
+
+
 def burst_of_wakes(host: Host, wakes: int, put_s: float, results: Results) -> None:
-    """`wakes` near wakes due at one second, with Lambda's SQS scaling and with the local one lifted."""
-    for setting, env in (("AWS-like (default)", {}), ("`WAKEUP_LOCAL_UNBOUNDED=1`", UNBOUNDED)):
+    """`wakes` near wakes due at one second with the local SQS scaling lifted (the AWS-like row is
+    `cpu_and_rates`')."""
+    for setting, env in (("`WAKEUP_LOCAL_UNBOUNDED=1`", UNBOUNDED),):
         with running_stack({**NO_SWEEPS, **env}, results, f"burst, {setting}") as (stack, api):
             warm_up(api, host)
             paths, tokens = register_many(api, host, f"/burst{len(results.bursts)}-", wakes)
@@ -342,7 +381,7 @@ def burst_of_wakes(host: Host, wakes: int, put_s: float, results: Results) -> No
             results.bursts.append(Burst(setting, late, batches, most))
 
 
-def run(api_requests: int, wakes: int, few: int, far: int, seed: int, burst: int) -> str:
+def run(api_requests: int, wakes: int, few: int, far: int, seed: int, burst: int, far_puts: int, fresh: int) -> str:
     started = time.monotonic()
     header = f"Measured {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} on {machine()}."
     say("cold start ...")
@@ -357,12 +396,20 @@ def run(api_requests: int, wakes: int, few: int, far: int, seed: int, burst: int
         far_wakes(host, far, put_s, results)
         say(f"registration with {seed} instances ...")
         registration_at_size(host, seed, api_requests, results)
-        say(f"a burst of {burst} wakes ...")
+        say(f"CPU, registration rates and a burst of {burst} wakes ...")
+        cpu_and_rates(host, burst, far_puts, results)
+        say(f"{fresh} wakes on a stack started a minute before ...")
+        fresh_stack_wakes(host, fresh, FRESH_AFTER_S, results)
+        say(f"a burst of {burst} wakes, unbounded ...")
         burst_of_wakes(host, burst, put_s, results)
     memory = cost.memory_gb()
     priced = {name: results.usages[name] for name in ("near wake", "far wake", "a retry (extra)")}
     sections = [
         header,
+        "",
+        "## CPU and registration rates on the local stack",
+        "",
+        cpu_report(results),
         "",
         "## Cold start",
         "",
@@ -448,6 +495,47 @@ def run(api_requests: int, wakes: int, few: int, far: int, seed: int, burst: int
     return "\n".join(sections)
 
 
+def cpu_report(results: Results) -> str:
+    """The CPU that a registration and a delivered wake cost the whole stack, and the rates."""
+    burst = results.cpu_burst
+    if burst is None:
+        return "(not measured)"
+    rows = [
+        [rate.name, rate.requests, f"{rate.per_s:.1f}/s", f"{rate.cpu_ms:.1f} ms", by_process(rate.by_process_ms)]
+        for rate in results.cpu_rates
+    ]
+    late = burst.late_s
+    rows.append(
+        [
+            f"{burst.wakes:,} wakes due at one second, delivered",
+            burst.wakes,
+            f"p50 {percentile(late, 50):.2f} s, p99 {percentile(late, 99):.2f} s late" if late else "none called",
+            f"{burst.cpu_ms_per_wake:.1f} ms",
+            by_process(burst.by_process_ms),
+        ]
+    )
+    return "\n".join(
+        [
+            f"On a stack with template.yaml's defaults, {CONCURRENT_CLIENTS} clients at once, each request on a "
+            "connection of its own. CPU is user and system time summed over every process of the stack (its "
+            "own, moto's, the functions' environments, those that ended included), read from /proc: it counts "
+            "only while a process runs, so a loaded machine changes it far less than it changes the rates. The "
+            "PUTs follow a warm-up of the wake function; the burst's CPU runs from just before its messages are "
+            "due (its caller idle until then, so its cold starts are in it) until its last call was recorded.",
+            "",
+            table(["requests", "n", "rate or lateness", "CPU each", "by process"], rows),
+            "",
+            f"The burst: {burst.called} of {burst.wakes} called, {burst.duplicates} called twice, "
+            f"{burst.early} early, {results.burst_timeouts} caller invocations past their timeout; "
+            f"the last PUT {burst.registered_by_s:.1f} s before the wakes' time.",
+        ]
+    )
+
+
+def by_process(milliseconds: dict[str, float]) -> str:
+    return ", ".join(f"{kind} {value:.1f}" for kind, value in sorted(milliseconds.items()) if abs(value) >= 0.05)
+
+
 def invocations_report(reports: list[tuple[str, Report]]) -> str:
     rows = []
     for name in sorted({name for name, _ in reports}):
@@ -492,8 +580,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--far", type=int, default=30, help="wakes through the Scheduler")
     parser.add_argument("--seed", type=int, default=10_000, help="instances in the table for the registration rate")
     parser.add_argument("--burst", type=int, default=1_000, help="wakes due at one second for the scaling rows")
+    parser.add_argument("--far-puts", type=int, default=300, help="far wakes registered for the PUT rate and CPU")
+    parser.add_argument("--fresh", type=int, default=100, help="wakes due a minute after a stack started")
     args = parser.parse_args(argv)
-    print(run(args.requests, args.wakes, args.few, args.far, args.seed, args.burst))
+    print(run(args.requests, args.wakes, args.few, args.far, args.seed, args.burst, args.far_puts, args.fresh))
     return 0
 
 

@@ -240,6 +240,11 @@ class BenchStack:
         self._process.stdin.flush()
         return self._answer(COMMAND_TIMEOUT_S)
 
+    @property
+    def pid(self) -> int:
+        """The stack's process, the parent of all its others (moto, the environments)."""
+        return self._process.pid
+
     def counts(self) -> dict[str, Any]:
         return self._command("counts")
 

@@ -17,6 +17,18 @@ Each is applied once, and only if moto still has what it replaces (a newer moto 
   `get_queue_attributes`, which computes every attribute of the queue (counting its messages) each
   time: receiving costs O(messages in the queue) per message received. With a hundred wakes due at
   once that is most of a second spent in moto. The replacement reads the same value directly.
+- moto 5's SQS `Queue.attributes` computes every attribute of the queue each time it is read,
+  counting its messages three times over (visible, delayed, in flight); `send_message` reads it
+  for one flag (`ContentBasedDeduplication`). Sending cost O(messages in the queue): with 1,000
+  wakes' messages waiting, most of a PUT's CPU. The replacement is a read-only mapping that
+  computes an attribute when it is read, with the same names and values as moto's.
+- moto 5's SQS reads the clock twice per message each time it looks at a queue (is it visible,
+  is it delayed), through `unix_time_millis`, which builds two datetimes and subtracts them: about
+  10 us a call, so 1,000 delayed messages cost every receive 20 ms, and an idle poller, looking 20
+  times a second, half a core. SQS's module gets the same clock read from `time.time()`.
+- moto's `BaseResponse.call_action` lists the methods of the request's response class, with
+  `inspect.getmembers`, on every request (a tenth of a DynamoDB read's CPU): a class's methods do
+  not change while the process runs, so each class is listed once.
 - moto's server finds the service of every request by listing its own package folder on disk
   (`list_of_moto_modules`, about 0.7 ms, under a lock all requests share). The folder does not
   change while the process runs: it is listed once.
@@ -41,22 +53,26 @@ Each is applied once, and only if moto still has what it replaces (a newer moto 
 
 import copy
 import functools
+import json
 import logging
 import threading
 import time
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+import moto.core.responses as core_responses
 import moto.dynamodb.models as dynamodb_models
+import moto.sqs.models as sqs_models
 from moto import backends
 from moto.awslambda.exceptions import InvalidParameterValueException, LambdaClientError
 from moto.awslambda.models import EventSourceMapping, LambdaBackend
-from moto.core.utils import unix_time
+from moto.core import utils as moto_utils
+from moto.core.utils import camelcase_to_underscores, unix_time
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
-from moto.sqs.models import SQSBackend, sqs_backends
+from moto.sqs.models import Queue, SQSBackend, sqs_backends
 
 from wakeup_awsfacts.sqs_scaling import MAXIMUM_POLLERS_RANGE, MINIMUM_POLLERS_RANGE
 
@@ -149,6 +165,58 @@ def snapshotting_touched_items(transact_write_items: Callable[..., Any]) -> Call
 def _is_message_valid_based_on_retention_period(self: Any, queue_name: str, message: Any) -> bool:
     retention_period = int(self.get_queue(queue_name).message_retention_period)
     return bool(retention_period + message.sent_timestamp / 1000 > unix_time())
+
+
+class QueueAttributes(Mapping[str, Any]):
+    """moto's `Queue.attributes` (the same names, in its order, and values), each computed when
+    read: the message counts only when asked for."""
+
+    def __init__(self, queue: Any) -> None:
+        self._queue = queue
+        names = list(queue.BASE_ATTRIBUTES)
+        if queue.fifo_queue:
+            names += queue.FIFO_ATTRIBUTES
+        if queue.kms_master_key_id:
+            names += queue.KMS_ATTRIBUTES
+        self._names = dict.fromkeys(names)
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._names:
+            raise KeyError(name)
+        if name == "RedrivePolicy" and self._queue.redrive_policy:
+            return json.dumps(self._queue.redrive_policy)
+        value = getattr(self._queue, camelcase_to_underscores(name))
+        return str(value).lower() if isinstance(value, bool) else value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+# moto's own, kept to compare with (the tests do).
+MOTO_QUEUE_ATTRIBUTES = Queue.attributes
+
+
+def _lazy_attributes(queue: Any) -> QueueAttributes:
+    return QueueAttributes(queue)
+
+
+def fast_unix_time(dt: Any = None) -> float:
+    """moto's `unix_time`: seconds since the epoch of `dt`, a naive UTC datetime, or of now."""
+    return time.time() if dt is None else float(moto_utils.unix_time(dt))
+
+
+def fast_unix_time_millis(dt: Any = None) -> float:
+    """moto's `unix_time_millis`, the same way."""
+    return fast_unix_time(dt) * 1000.0
+
+
+@functools.cache
+def method_names_of(clazz: type) -> frozenset[str]:
+    """moto's `method_names_from_class`, once per class (its callers only ask what it contains)."""
+    return frozenset(moto_utils.method_names_from_class(clazz))
 
 
 # --- event source mappings as Lambda's ---------------------------------------------------------------
@@ -252,6 +320,19 @@ def apply(mapping_update_s: float = 0.0) -> None:
         )
     else:
         log.warning("moto changed: its SQS retention check is not replaced (receiving may be slow)")
+    if isinstance(getattr(Queue, "attributes", None), property) and hasattr(Queue, "BASE_ATTRIBUTES"):
+        setattr(Queue, "attributes", property(_lazy_attributes))  # noqa: B010 - a property replaced on purpose
+    else:
+        log.warning("moto changed: its SQS queue attributes are not made lazy (sending may be slow)")
+    if getattr(sqs_models, "unix_time_millis", None) is moto_utils.unix_time_millis:
+        setattr(sqs_models, "unix_time", fast_unix_time)  # noqa: B010 - the module's clock replaced
+        setattr(sqs_models, "unix_time_millis", fast_unix_time_millis)  # noqa: B010
+    else:
+        log.warning("moto changed: its SQS clock is not replaced (receiving may be slow)")
+    if getattr(core_responses, "method_names_from_class", None) is moto_utils.method_names_from_class:
+        setattr(core_responses, "method_names_from_class", method_names_of)  # noqa: B010 - cached on purpose
+    else:
+        log.warning("moto changed: its response methods are not cached (requests may be slower)")
     if hasattr(backends, "list_of_moto_modules"):
         modules = tuple(backends.list_of_moto_modules())
         backends.list_of_moto_modules = lambda: modules

@@ -15,6 +15,7 @@ import argparse
 import logging
 import os
 import select
+import socket
 import subprocess
 import sys
 import threading
@@ -98,13 +99,21 @@ def main() -> int:
     from wakeup_local.request_counter import RequestCounter
 
     moto_fixes.apply(mapping_update_s=args.mapping_update_s)
+
+    class Handler(MotoRequestHandler):
+        def setup(self) -> None:
+            # werkzeug writes a reply's headers and its body apart: with Nagle's algorithm the body
+            # waits for the client's delayed ACK of the headers, some 40 ms a request.
+            self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            super().setup()
+
     # werkzeug listens with a queue of 128; a burst of wakes opens more connections than that at
     # once (the local stack runs many invocations side by side), and the kernel drops the rest,
     # whose clients resend only after a second.
     BaseWSGIServer.request_queue_size = 1024
     # moto's ThreadedMotoServer, with the functions' requests counted on the way (request_counter.py).
     app = RequestCounter(DomainDispatcherApplication(create_backend_app))
-    server = make_server(LOOPBACK, 0, app, threaded=True, request_handler=MotoRequestHandler)
+    server = make_server(LOOPBACK, 0, app, threaded=True, request_handler=Handler)
     threading.Thread(target=server.serve_forever, name="moto", daemon=True).start()
     port = server.server_address[1]
     sys.stdout.write(f"port={port}\n")

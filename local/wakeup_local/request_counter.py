@@ -5,6 +5,11 @@ in moto's process, as a WSGI layer in front of moto. The local stack's own clien
 the Scheduler, the resources it creates) say who they are in their User-Agent and are left out, as
 Lambda's event source mapping and EventBridge Scheduler are not the service's own requests.
 `GET /_wakeup_local/requests` answers the counts so far as JSON.
+
+It also counts the changes made to EventBridge Scheduler's schedules (any request that is not a
+read, whoever makes it, and moto's reset), once moto has made them: the local Scheduler lists the
+schedules again only when that count moved, instead of listing them all five times a second
+(`GET /_wakeup_local/scheduler-changes`).
 """
 
 from __future__ import annotations
@@ -12,11 +17,16 @@ from __future__ import annotations
 import json
 import re
 import threading
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
 COUNTS_PATH = "/_wakeup_local/requests"
+SCHEDULER_CHANGES_PATH = "/_wakeup_local/scheduler-changes"
+_RESET_PATH = "/moto-api/reset"
+CHANGES_TIMEOUT_S = 2.0
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
 # In the User-Agent of the local stack's own clients (`user_agent_extra`).
 STACK_AGENT = "wakeup-local-stack"
 
@@ -61,17 +71,36 @@ class RequestCounter:
     def __init__(self, app: WsgiApp) -> None:
         self._app = app
         self._counts: Counter[str] = Counter()
+        self._scheduler_changes = 0
         self._lock = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") == COUNTS_PATH:
+        path = environ.get("PATH_INFO")
+        if path in (COUNTS_PATH, SCHEDULER_CHANGES_PATH):
             with self._lock:
-                body = json.dumps(dict(self._counts)).encode()
+                answer = dict(self._counts) if path == COUNTS_PATH else {"changes": self._scheduler_changes}
+            body = json.dumps(answer).encode()
             start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
             return [body]
-        if STACK_AGENT not in environ.get("HTTP_USER_AGENT", ""):
-            operation = operation_of(environ)
-            if operation is not None:
-                with self._lock:
-                    self._counts[operation] += 1
-        return self._app(environ, start_response)
+        operation = operation_of(environ)
+        if operation is not None and STACK_AGENT not in environ.get("HTTP_USER_AGENT", ""):
+            with self._lock:
+                self._counts[operation] += 1
+        reply = self._app(environ, start_response)
+        # Counted once moto has answered: whoever then lists the schedules sees the change.
+        changes = operation is not None and operation.startswith("scheduler:")
+        if path == _RESET_PATH or (changes and environ.get("REQUEST_METHOD") not in _READS):
+            with self._lock:
+                self._scheduler_changes += 1
+        return reply
+
+
+def scheduler_changes(endpoint_url: str) -> int | None:
+    """How many changes moto's process has counted to the schedules (`RequestCounter`); None when
+    it cannot tell (a moto without this layer, or none answering)."""
+    try:
+        with urllib.request.urlopen(endpoint_url + SCHEDULER_CHANGES_PATH, timeout=CHANGES_TIMEOUT_S) as reply:
+            changes = json.load(reply).get("changes")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return changes if isinstance(changes, int) else None

@@ -115,8 +115,13 @@ class ScheduleWatcher:
         exact: bool = False,
         rng: random.Random | None = None,
         poll_interval_s: float = POLL_INTERVAL_S,
+        changes: Callable[[], int | None] | None = None,
     ) -> None:
+        """`changes`: how many changes the schedules have had so far (None: unknown); the schedules
+        are listed again only when it moved. Without it they are listed at each poll."""
         self._scheduler = scheduler
+        self._changes = changes
+        self._seen_changes: int | None = None
         self._groups = groups
         self._functions = functions
         self._invoke_async = invoke_async
@@ -154,7 +159,10 @@ class ScheduleWatcher:
     def _round(self, next_poll: float) -> float:
         """Reads moto when it is time to, fires what is due; returns when to read moto next."""
         if time.time() >= next_poll:
-            self._refresh()
+            changes = self._changes() if self._changes is not None else None
+            if changes is None or changes != self._seen_changes:
+                # Read before the listing: a change made during it moves the count again.
+                self._seen_changes = changes if self._refresh() else None
             next_poll = time.time() + self._poll_interval_s
         for watched in sorted(self._due(time.time()), key=lambda item: item.due or 0.0):
             self._fire(watched)
@@ -163,15 +171,17 @@ class ScheduleWatcher:
     def _due(self, now: float) -> list[_Watched]:
         return [item for item in self._watched.values() if item.due is not None and item.due <= now]
 
-    def _refresh(self) -> None:
-        """Notes new, updated and deleted schedules (`list_schedules` names them, `get_schedule` says more)."""
+    def _refresh(self) -> bool:
+        """Notes new, updated and deleted schedules (`list_schedules` names them, `get_schedule` says
+        more); False when something could not be read, to be read again at the next poll."""
+        complete = True
         seen = set()
         for group in self._groups:
             try:
                 summaries = self._list(group)
             except (BotoCoreError, ClientError):
                 log.exception("listing the schedules of %s failed", group)
-                return
+                return False
             for summary in summaries:
                 key = (group, summary["Name"])
                 seen.add(key)
@@ -181,8 +191,11 @@ class ScheduleWatcher:
                 detail = self._get(group, summary["Name"])
                 if detail is not None:
                     self._watched[key] = self._plan(group, detail, known)
+                else:
+                    complete = False
         for key in set(self._watched) - seen:
             del self._watched[key]
+        return complete
 
     def _list(self, group: str) -> list[Any]:
         summaries: list[Any] = []

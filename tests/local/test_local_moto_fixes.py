@@ -9,18 +9,23 @@ both. The mappings' scenarios are what moto does not do (an update applies at on
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import boto3
 import moto.dynamodb.models as dynamodb_models
 import pytest
 from botocore.exceptions import ClientError
+from moto.core.utils import method_names_from_class, unix_time, unix_time_millis
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
+from moto.dynamodb.responses import DynamoHandler
 from moto.server import ThreadedMotoServer
+from moto.sqs.models import sqs_backends
 
 from support.waiting import wait_until
 from wakeup_local import moto_fixes
@@ -227,6 +232,59 @@ def test_a_transaction_copies_only_the_items_it_names(plain_moto: str, monkeypat
     # then it was undone from the items' own snapshots
     assert error.response["Error"]["Code"] == "TransactionCanceledException"
     assert _items(dynamodb, table) == {"a": {"pk": {"S": "a"}, "n": {"N": "1"}}}
+
+
+# --- SQS queue attributes, computed when read ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        {},
+        {"FifoQueue": "true", "ContentBasedDeduplication": "true"},
+        {"KmsMasterKeyId": "alias/aws/sqs", "MessageRetentionPeriod": "600"},
+        {"Policy": '{"Version": "2012-10-17", "Statement": []}', "VisibilityTimeout": "180"},
+    ],
+    ids=["standard", "fifo", "kms", "policy"],
+)
+def test_queue_attributes_are_moto_s_own_names_order_and_values(attributes: dict[str, str]) -> None:
+    # given a queue holding visible, delayed and in-flight messages, with a redrive policy
+    backend = sqs_backends["123456789012"]["us-east-1"]
+    fifo = attributes.get("FifoQueue") == "true"
+    dead = backend.create_queue(f"dead-{uuid.uuid4().hex[:8]}{'.fifo' if fifo else ''}", **attributes)
+    redrive = json.dumps({"deadLetterTargetArn": dead.queue_arn, "maxReceiveCount": "3"})
+    queue = backend.create_queue(
+        f"q-{uuid.uuid4().hex[:8]}{'.fifo' if fifo else ''}", **attributes, RedrivePolicy=redrive
+    )
+    group = {"group_id": "g"} if fifo else {}
+    for index in range(3):
+        backend.send_message(queue.name, f"now {index}", deduplication_id=f"n{index}" if fifo else None, **group)
+    if not fifo:
+        backend.send_message(queue.name, "later", delay_seconds=600)
+    backend.receive_message(queue.name, 1, wait_seconds_timeout=0, visibility_timeout=30)
+    # when both are read, then they are the same mapping, key by key and in order
+    mine = moto_fixes.QueueAttributes(queue)
+    own = moto_fixes.MOTO_QUEUE_ATTRIBUTES.fget(queue)
+    assert list(mine.items()) == list(own.items())
+    assert mine.get("ApproximateNumberOfMessagesNotVisible") == 1
+    assert "NoSuchAttribute" not in mine and mine.get("NoSuchAttribute") is None
+
+
+def test_sqs_clock_reads_what_moto_s_own_reads() -> None:
+    # given a moment, then both give its epoch seconds and milliseconds alike
+    moment = datetime(2026, 3, 4, 5, 6, 7, 891_234)
+    assert moto_fixes.fast_unix_time(moment) == unix_time(moment)
+    assert moto_fixes.fast_unix_time_millis(moment) == unix_time_millis(moment)
+    # and now, read between two readings of moto's own clock, falls between them
+    before = unix_time_millis()
+    now = moto_fixes.fast_unix_time_millis()
+    assert before - 1 <= now <= unix_time_millis() + 1
+
+
+def test_a_response_class_s_methods_are_moto_s_own_list() -> None:
+    # given moto's DynamoDB responses, then the cached names are the ones moto lists
+    assert moto_fixes.method_names_of(DynamoHandler) == set(method_names_from_class(DynamoHandler))
+    assert "get_item" in moto_fixes.method_names_of(DynamoHandler)
 
 
 # --- event source mappings ---------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 import json
 import urllib.request
+import uuid
 from collections.abc import Iterator
 
 import boto3
@@ -9,7 +10,7 @@ import pytest
 
 from wakeup_local.aws import make_clients
 from wakeup_local.moto_process import MotoProcess
-from wakeup_local.request_counter import COUNTS_PATH
+from wakeup_local.request_counter import COUNTS_PATH, scheduler_changes
 
 
 @pytest.fixture(scope="module")
@@ -41,3 +42,31 @@ def test_a_functions_requests_are_counted_by_operation_and_the_stacks_own_are_no
     after = counts(moto)
     counted = {key: after[key] - before.get(key, 0) for key in after if after[key] != before.get(key, 0)}
     assert counted == {"dynamodb:ListTables": 1, "sqs:ListQueues": 1, "scheduler:ListSchedules": 1}
+
+
+def test_changes_to_schedules_are_counted_whoever_makes_them_and_reads_are_not(moto: MotoProcess) -> None:
+    # given the stack's own Scheduler client, and a group
+    own = make_clients(moto.endpoint_url, "us-east-1")
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    own.scheduler.create_schedule_group(Name=group)
+    target = {"Arn": "arn:aws:lambda:us-east-1:123456789012:function:f", "RoleArn": "arn:aws:iam::123456789012:role/r"}
+    schedule = {"GroupName": group, "Name": "s", "FlexibleTimeWindow": {"Mode": "OFF"}, "Target": target}
+    before = scheduler_changes(moto.endpoint_url)
+    # when a schedule is created, read, listed, updated and deleted
+    own.scheduler.create_schedule(**schedule, ScheduleExpression="at(2099-01-01T00:00:00)")
+    after_create = scheduler_changes(moto.endpoint_url)
+    own.scheduler.get_schedule(GroupName=group, Name="s")
+    own.scheduler.list_schedules(GroupName=group)
+    after_reads = scheduler_changes(moto.endpoint_url)
+    own.scheduler.update_schedule(**schedule, ScheduleExpression="at(2099-01-02T00:00:00)")
+    own.scheduler.delete_schedule(GroupName=group, Name="s")
+    own.close()
+    # then each change moved the count, and the reads did not
+    assert before is not None
+    assert after_create == after_reads == before + 1
+    assert scheduler_changes(moto.endpoint_url) == before + 3
+
+
+def test_without_a_counting_moto_the_changes_are_unknown() -> None:
+    # a port nothing answers on (the discard port): the local Scheduler then lists at each poll
+    assert scheduler_changes("http://127.0.0.1:9") is None

@@ -1,6 +1,7 @@
 """The local EventBridge Scheduler: one-time schedules fired like AWS (or exactly), and the template's
 recurring schedules (the sweeper)."""
 
+import functools
 import json
 import logging
 import math
@@ -24,9 +25,19 @@ from localstack_helpers import (
 )
 
 from wakeup_awsfacts.template import Resolver, Template
+from wakeup_local.aws import make_clients
 from wakeup_local.environment_pool import EnvironmentPool
 from wakeup_local.functions import Functions, FunctionSpec, LocalFunction
-from wakeup_local.scheduler import ExpressionError, firing_time, parse_at, parse_rate, recurring_schedules
+from wakeup_local.moto_process import MotoProcess
+from wakeup_local.request_counter import scheduler_changes
+from wakeup_local.scheduler import (
+    ExpressionError,
+    ScheduleWatcher,
+    firing_time,
+    parse_at,
+    parse_rate,
+    recurring_schedules,
+)
 from wakeup_local.stack import LocalStack
 
 EXACT = {"WAKEUP_LOCAL_EXACT_SCHEDULES": "1"}
@@ -291,3 +302,51 @@ def test_a_schedule_event_gets_eventbridges_scheduled_event_and_schedulev2_its_i
     assert event["source"] == "aws.events"
     assert event["resources"] == ["arn:aws:events:us-east-1:123456789012:rule/Rule.Tick"]
     assert hourly.event() == {"a": 1}
+
+
+class _ListingCounted:
+    """A Scheduler client that counts how often the schedules are listed."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.listings = 0
+
+    def get_paginator(self, name: str) -> Any:
+        self.listings += name == "list_schedules"
+        return self._client.get_paginator(name)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_the_schedules_are_listed_again_only_after_a_change() -> None:
+    # given a watcher of a group in the local stack's moto, which counts the schedules' changes
+    moto = MotoProcess()
+    moto.start()
+    clients = make_clients(moto.endpoint_url, "us-east-1")
+    try:
+        group = f"g-{uuid.uuid4().hex[:8]}"
+        clients.scheduler.create_schedule_group(Name=group)
+        scheduler = _ListingCounted(clients.scheduler)
+        changes = functools.partial(scheduler_changes, moto.endpoint_url)
+        watcher = ScheduleWatcher(scheduler, [group], Functions([]), lambda function, event: None, changes=changes)
+        # when it polls three times with nothing changed
+        for _ in range(3):
+            watcher._round(0.0)
+        # then it listed once
+        assert scheduler.listings == 1
+        # and when a schedule is created, the next poll lists it, and the one after does not
+        clients.scheduler.create_schedule(
+            GroupName=group,
+            Name="s",
+            ScheduleExpression="at(2099-01-01T00:00:00)",
+            FlexibleTimeWindow={"Mode": "OFF"},
+            Target={"Arn": "arn:aws:lambda:us-east-1:123456789012:function:f", "RoleArn": "arn:aws:iam::1:role/r"},
+        )
+        watcher._round(0.0)
+        watcher._round(0.0)
+        assert scheduler.listings == 2
+        assert (group, "s") in watcher._watched
+    finally:
+        clients.close()
+        moto.stop()
