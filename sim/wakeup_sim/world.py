@@ -10,9 +10,10 @@ import io
 import json
 import random
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -61,6 +62,28 @@ def counted_logs() -> Iterator[_CountingStream]:
         yield stream
     finally:
         handler.stream = previous  # type: ignore[attr-defined]
+
+
+class _TaskLock:
+    """A `threading.Lock` for the simulation's tasks (greenlets of one thread): a task that finds it
+    held waits, parked, for its turn."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.held = False
+        self.waiting: deque[Callable[[], None]] = deque()
+
+    def __enter__(self) -> None:
+        if self.held:
+            self.waiting.append(self.engine.park())
+            self.engine.wait_parked()  # handed the lock by the task that held it
+        self.held = True
+
+    def __exit__(self, *_: object) -> None:
+        if self.waiting:
+            self.waiting.popleft()()
+        else:
+            self.held = False
 
 
 class _MasterKey:
@@ -209,12 +232,14 @@ class World:
         assert bound is not None
         left = len(batch)
         done = self.engine.park()
+        # As caller_handler: a caller for the invocation, which reads an account's signing versions once.
+        caller = replace(self.caller, versions={}, versions_lock=_TaskLock(self.engine))
 
         def deliver(message: Message) -> None:
             nonlocal left
             self.cpus.bind(*bound)
             try:
-                self.caller.deliver(parse_trigger(json.loads(message.body)), Source.QUEUE)
+                caller.deliver(parse_trigger(json.loads(message.body)), Source.QUEUE)
             except Exception:
                 failed.add(message.id)
             finally:
