@@ -6,6 +6,7 @@ wake function runs `wakeup.logic.wakes.register_wake` after the token lookup the
 runs `wakeup.logic.sweeper.sweep` every minute. Everything else is AWS, modelled as its documentation says.
 """
 
+import copy
 import io
 import json
 import random
@@ -13,7 +14,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -232,8 +233,10 @@ class World:
         assert bound is not None
         left = len(batch)
         done = self.engine.park()
-        # As caller_handler: a caller for the invocation, which reads an account's signing versions once.
-        caller = replace(self.caller, versions={}, versions_lock=_TaskLock(self.engine))
+        # As caller_handler: a caller for the invocation, which reads an account's signing versions
+        # once. A copy, so that what a fault run set on the world's caller (its `deliver`) holds.
+        caller = copy.copy(self.caller)
+        caller.versions, caller.versions_lock = {}, _TaskLock(self.engine)
 
         def deliver(message: Message) -> None:
             nonlocal left
