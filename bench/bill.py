@@ -172,10 +172,13 @@ def burst_note(pollers: int, resolver: Resolver, deployment: Deployment) -> str:
         minutes = (settings.lead_s + settings.period_s + settings.update_delay_s) / 60
         each = raised * minutes / 60 * cost.PRICE_EPU_HOUR
         return (
-            f"A burst the schedule shows: the planner (PlannerEnabled) raises provisioned pollers for it "
-            f"and turns provisioned mode off after it. 10,000 wakes at one second get {raised} pollers for "
+            f"A burst the schedule shows: the planner (PlannerEnabled) raises provisioned pollers for it, with "
+            f"the caller's memory (CallerBurstMemorySize: {resolver.ref('CallerBurstMemorySize')} MB, "
+            f"{resolver.ref('CallerMemorySize')} at rest), and lowers both after it. 10,000 wakes at one second "
+            f"get {raised} pollers for "
             f"at most {minutes:g} minutes: {dollars(each)} a burst (EPU-hours by the second, a minute at least; "
-            f"{cost.PRICE_EPU_HOUR.page}), on top of its wakes, priced per million above."
+            f"{cost.PRICE_EPU_HOUR.page}), on top of its wakes, priced per million above (a wake in those "
+            f"minutes pays the caller's larger memory)."
             + (f" CallerMinimumPollers keeps {pollers} at all times, in the month above." if pollers else "")
         )
     if not pollers:

@@ -31,7 +31,8 @@ def _caller() -> Caller:
     settings = get_settings()
     # Every call checks the addresses it connects to against the operator's ranges.
     call = functools.partial(call_wake, addresses=settings.address_policy)
-    return Caller(get_store(), get_triggers(), settings, call=call, signing=get_signing_keys())
+    # One caller per invocation: it reads each account's signing versions once for its batch.
+    return Caller(get_store(), get_triggers(), settings, call=call, signing=get_signing_keys(), versions={})
 
 
 def _trigger_in(body: str, message_id: str) -> Trigger:

@@ -8,7 +8,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from wakeup.event_source import CallerMapping
+from wakeup.event_source import CallerFunction, CallerMapping
 from wakeup.factories import get_pending_index
 from wakeup.logic.planner import PlannerSettings, publish, publish_idle, run
 from wakeup.observability import logger, metrics, tracer
@@ -26,6 +26,11 @@ def get_mapping() -> CallerMapping:
     return CallerMapping(get_planner_settings().mapping_uuid)
 
 
+@functools.cache
+def get_caller() -> CallerFunction:
+    return CallerFunction(get_settings().caller_arn)
+
+
 # Read at import, Lambda's init: invalid settings fail the init with the reason, never a run.
 get_settings()
 get_planner_settings()
@@ -41,6 +46,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         logger.info("no event source mapping configured, nothing to plan")
         publish_idle()
         return {"planned": False}
-    result = run(get_pending_index(), get_mapping(), settings, int(now().timestamp()))
+    # The caller's memory is the planner's only when the template gives both its sizes.
+    caller = get_caller() if settings.rest_memory_mb and settings.burst_memory_mb else None
+    result = run(get_pending_index(), get_mapping(), settings, int(now().timestamp()), caller)
     publish(result)
     return {"planned": True, **asdict(result)}

@@ -60,6 +60,8 @@ class Deployment:
     recursive_loop_allowed: bool
     api_rate: float
     api_burst: float
+    # The caller's memory while the planner has a burst's capacity raised (CallerBurstMemorySize).
+    caller_burst_memory_mb: int | None = None
     table_write_units_per_s: float = TABLE_WRITE_UNITS_PER_S
     table_read_units_per_s: float = TABLE_READ_UNITS_PER_S
     account_concurrency: int = ACCOUNT_CONCURRENCY
@@ -112,6 +114,7 @@ def from_template(path: Path = TEMPLATE, parameters: Mapping[str, str] | None = 
         indexes=indexes_of(template, resolver),
         caller_memory_mb=int(caller_properties.get("MemorySize", DEFAULT_MEMORY_MB)),
         caller_timeout_s=float(caller_properties.get("Timeout", DEFAULT_TIMEOUT_S)),
+        caller_burst_memory_mb=int(defaults["CallerBurstMemorySize"]) if "CallerBurstMemorySize" in defaults else None,
         wake_memory_mb=int(wake_properties.get("MemorySize", DEFAULT_MEMORY_MB)),
         sweeper_memory_mb=int(sweeper_properties.get("MemorySize", DEFAULT_MEMORY_MB)),
         batch_size=int(event.get("BatchSize", 10)),

@@ -126,6 +126,8 @@ NOT_SIMULATED = {
     # failing throughout is a scenario of its own (tests/unit/test_simulation_planner.py).
     "lambda:GetEventSourceMapping": "the planner reading the caller's mapping",
     "lambda:UpdateEventSourceMapping": "the planner raising or lowering the caller's pollers",
+    "lambda:GetFunctionConfiguration": "the planner reading the caller's memory",
+    "lambda:UpdateFunctionConfiguration": "the planner setting the caller's memory for a burst, and back",
 }
 
 

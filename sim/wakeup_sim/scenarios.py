@@ -118,16 +118,18 @@ def _lay_out(scenario: Scenario, deployment: Deployment, profile: Profile) -> _S
 
 
 def _planned(scenario: Scenario, deployment: Deployment, profile: Profile) -> Deployment:
-    """With the planner on (`Scenario.planner`), a burst at one second runs with the pollers the
-    planner's runs put in effect by its second (wakeup_sim.planner); a scenario that sets its own
-    pollers (a lever) keeps them."""
+    """With the planner on (`Scenario.planner`), a burst at one second runs with the pollers and the
+    caller's memory the planner's runs put in effect by its second (wakeup_sim.planner); a scenario
+    that sets its own pollers (a lever) keeps them."""
     if not scenario.planner or scenario.rate_per_s or scenario.registering_within_s:
-        return deployment
-    if "minimum_pollers" in scenario.levers:
         return deployment
     with counted_logs():  # the planner's log lines are not the scenario's
         setting = _lay_out(scenario, deployment, profile)
-        return planned(deployment, list(zip(setting.registered, setting.dues, strict=True)), T0)
+        raised = planned(deployment, list(zip(setting.registered, setting.dues, strict=True)), T0)
+    if "minimum_pollers" in scenario.levers:
+        # Its own pollers kept (a floor the planner keeps too); the caller's memory is still the planner's.
+        return deployment.but(caller_memory_mb=raised.caller_memory_mb)
+    return raised
 
 
 def run(scenario: Scenario, deployment: Deployment, profile: Profile = AWS) -> Outcome:

@@ -6,10 +6,12 @@ wake function runs `wakeup.logic.wakes.register_wake` after the token lookup the
 runs `wakeup.logic.sweeper.sweep` every minute. Everything else is AWS, modelled as its documentation says.
 """
 
+import copy
 import io
 import json
 import random
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -61,6 +63,28 @@ def counted_logs() -> Iterator[_CountingStream]:
         yield stream
     finally:
         handler.stream = previous  # type: ignore[attr-defined]
+
+
+class _TaskLock:
+    """A `threading.Lock` for the simulation's tasks (greenlets of one thread): a task that finds it
+    held waits, parked, for its turn."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.held = False
+        self.waiting: deque[Callable[[], None]] = deque()
+
+    def __enter__(self) -> None:
+        if self.held:
+            self.waiting.append(self.engine.park())
+            self.engine.wait_parked()  # handed the lock by the task that held it
+        self.held = True
+
+    def __exit__(self, *_: object) -> None:
+        if self.waiting:
+            self.waiting.popleft()()
+        else:
+            self.held = False
 
 
 class _MasterKey:
@@ -209,12 +233,16 @@ class World:
         assert bound is not None
         left = len(batch)
         done = self.engine.park()
+        # As caller_handler: a caller for the invocation, which reads an account's signing versions
+        # once. A copy, so that what a fault run set on the world's caller (its `deliver`) holds.
+        caller = copy.copy(self.caller)
+        caller.versions, caller.versions_lock = {}, _TaskLock(self.engine)
 
         def deliver(message: Message) -> None:
             nonlocal left
             self.cpus.bind(*bound)
             try:
-                self.caller.deliver(parse_trigger(json.loads(message.body)), Source.QUEUE)
+                caller.deliver(parse_trigger(json.loads(message.body)), Source.QUEUE)
             except Exception:
                 failed.add(message.id)
             finally:

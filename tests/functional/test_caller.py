@@ -2,6 +2,7 @@
 
 import logging
 import threading
+import uuid
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from types import ModuleType
@@ -179,6 +180,33 @@ def test_the_records_of_a_batch_are_called_concurrently(env: Deployed, caller: M
         assert reply == {"batchItemFailures": []}
         assert sorted(c.headers["Wakeup-Instance"] for c in slow_host.calls) == sorted(t.instance_id for t in triggers)
     assert slow_host.most_in_flight == 10
+
+
+def test_a_batch_reads_its_accounts_signing_versions_once(
+    env: Deployed, caller: ModuleType, wake_host: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given eleven wakes of one account due now, and the store's reads of signing versions counted
+    account = env.store.create_account("test", uuid.uuid4().hex, now())
+    instances = [
+        env.store.register_instance(account.id, wake_host.url, uuid.uuid4().hex, now()).instance.id for _ in range(11)
+    ]
+    triggers = [env.new_wake(instance, now()) for instance in instances]
+    read = env.store.signing_versions
+    reads: list[str] = []
+
+    def counted_read(account_id: str) -> Any:
+        reads.append(account_id)
+        return read(account_id)
+
+    monkeypatch.setattr(env.store, "signing_versions", counted_read)
+
+    # when one batch delivers ten of them, and a second batch the last
+    assert handler(caller, sqs_batch(*triggers[:10])) == {"batchItemFailures": []}
+    assert handler(caller, sqs_batch(triggers[10])) == {"batchItemFailures": []}
+
+    # then every call is signed, with one read of the account's versions per batch, not per call
+    assert len(wake_host.calls) == 11 and all("webhook-signature" in c.headers for c in wake_host.calls)
+    assert reads == [account.id, account.id]
 
 
 def test_a_record_that_is_not_a_trigger_fails_alone(env: Deployed, caller: ModuleType, wake_host: Host) -> None:

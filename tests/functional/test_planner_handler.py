@@ -24,7 +24,7 @@ from moto_env import (
 )
 from sample_events import load_event
 
-from wakeup.event_source import CallerMapping, MappingBusyError
+from wakeup.event_source import CallerFunction, CallerMapping, FunctionBusyError, MappingBusyError
 from wakeup.table.pending import PendingIndex
 from wakeup.times import now
 
@@ -62,7 +62,18 @@ def planner_for(env: Deployed, lambda_client: Any, mapping_uuid: str, metrics_na
         planner = private_handler("planner", env)
     planner.get_pending_index = lambda: PendingIndex(env.settings.table, env.clients.dynamodb)  # type: ignore[attr-defined]
     planner.get_mapping = lambda: CallerMapping(mapping_uuid, lambda_client)  # type: ignore[attr-defined]
+    planner.get_caller = lambda: CallerFunction(function_of(lambda_client, mapping_uuid), lambda_client)  # type: ignore[attr-defined]
     return planner
+
+
+def function_of(lambda_client: Any, mapping_uuid: str) -> str:
+    """The function the mapping invokes: the caller, here."""
+    return str(lambda_client.get_event_source_mapping(UUID=mapping_uuid)["FunctionArn"])
+
+
+def memory_of(lambda_client: Any, mapping_uuid: str) -> int:
+    configuration = lambda_client.get_function_configuration(FunctionName=function_of(lambda_client, mapping_uuid))
+    return int(configuration["MemorySize"])
 
 
 def tick(planner: ModuleType) -> dict[str, Any]:
@@ -96,6 +107,30 @@ def test_a_coming_burst_turns_provisioned_mode_on(
     assert result["sent"] and result["plan"]["peak_wakes"] == BURST
     assert pollers_of(lambda_client, mapping_uuid) == {"MinimumPollers": 5, "MaximumPollers": 100}
     assert counted(capsys.readouterr().out, "PlannedPollers") == 5
+
+
+def test_a_coming_burst_gives_the_caller_its_burst_memory_and_then_its_resting_memory_back(
+    env: Deployed, lambda_client: Any, mapping_uuid: str, metrics_namespace: None
+) -> None:
+    # given the caller's two sizes (template.yaml's CallerMemorySize and CallerBurstMemorySize) and a
+    # dozen wakes due at one second, three minutes from now
+    sizes = {"WAKEUP_CALLER_MEMORY_MB": "256", "WAKEUP_CALLER_BURST_MEMORY_MB": "1024"}
+    at = (now() + timedelta(minutes=3)).replace(microsecond=0)
+    instances = [env.new_instance(URL) for _ in range(BURST)]
+    for instance in instances:
+        env.new_wake(instance, at)
+    with environment(sizes):
+        planner = planner_for(env, lambda_client, mapping_uuid, metrics_namespace)
+
+        # when the planner runs, the caller gets its burst memory with the pollers
+        assert tick(planner)["memory_mb"] == 1024
+        assert memory_of(lambda_client, mapping_uuid) == 1024
+
+        # and once no burst is coming (the wakes replaced by one far off), its resting memory back
+        for instance in instances:
+            env.new_wake(instance, now() + timedelta(hours=2))
+        assert tick(planner)["memory_mb"] == 256
+    assert memory_of(lambda_client, mapping_uuid) == 256
 
 
 def test_with_no_burst_coming_provisioned_mode_is_turned_off(
@@ -172,4 +207,24 @@ def test_provisioned_mode_is_turned_off_by_an_empty_config_and_a_busy_mapping_is
             mapping.set_pollers(None, 100)
         with pytest.raises(ClientError):
             mapping.set_pollers(None, 100)
+        stub.assert_no_pending_responses()
+
+
+def test_the_callers_memory_is_set_alone_and_a_busy_function_is_told_apart() -> None:
+    # Only MemorySize is sent (every other setting stays as deployed); Lambda's
+    # ResourceConflictException (an update still applying) becomes the planner's "busy".
+    client = boto3.client("lambda", region_name=REGION)
+    caller = CallerFunction("stack-caller", client)
+    with Stubber(client) as stub:
+        stub.add_response(
+            "update_function_configuration", {}, expected_params={"FunctionName": "stack-caller", "MemorySize": 1024}
+        )
+        stub.add_client_error("update_function_configuration", service_error_code="ResourceConflictException")
+        stub.add_client_error("update_function_configuration", service_error_code="AccessDeniedException")
+
+        caller.set_memory(1024)
+        with pytest.raises(FunctionBusyError):
+            caller.set_memory(1024)
+        with pytest.raises(ClientError):
+            caller.set_memory(1024)
         stub.assert_no_pending_responses()

@@ -115,11 +115,14 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str]]] = {
         ("sqs:SendMessage", repr(CALLER_QUEUE)),
     },
     # The coming wakes counted from the sparse index (keys only, no item read), and the caller's
-    # SQS mapping read and changed: that mapping alone, no function, no other mapping.
+    # SQS mapping read and changed: that mapping alone, no other mapping; and the caller's memory
+    # (its configuration read and updated): the caller alone, no other function.
     "PlannerFunction": {
         ("dynamodb:Query", repr(table_arn("/index/PendingWakes"))),
         ("lambda:GetEventSourceMapping", repr(CALLER_MAPPING)),
         ("lambda:UpdateEventSourceMapping", repr(CALLER_MAPPING)),
+        ("lambda:GetFunctionConfiguration", repr(CALLER_ARN)),
+        ("lambda:UpdateFunctionConfiguration", repr(CALLER_ARN)),
     },
 }
 

@@ -54,11 +54,18 @@ def test_the_planner_runs_every_minute(template: dict[str, Any]) -> None:
 
 def test_the_planner_can_touch_no_wake_and_no_trigger(transformed: dict[str, Any]) -> None:
     # Its failure can lose no wake and hold none back: it may read the index and change the
-    # caller's mapping, and write nothing else (tests/template/test_template_iam.py has its grants).
+    # caller's mapping and the caller's memory, and write nothing else (tests/template/test_template_iam.py
+    # has its grants).
     from test_template_iam import grants_of
 
     actions = {action for action, _ in grants_of(transformed, "PlannerFunction")}
-    assert actions == {"dynamodb:Query", "lambda:GetEventSourceMapping", "lambda:UpdateEventSourceMapping"}
+    assert actions == {
+        "dynamodb:Query",
+        "lambda:GetEventSourceMapping",
+        "lambda:UpdateEventSourceMapping",
+        "lambda:GetFunctionConfiguration",
+        "lambda:UpdateFunctionConfiguration",
+    }
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,8 @@ HANDLER_OF_FUNCTION = {
     "PlannerFunction": ("functions/planner/", "planner_handler.lambda_handler"),
 }
 # The planner's own settings (wakeup.logic.planner.PlannerSettings): the caller's mapping and the
-# caller's event source parameters it plans with, and its assumed delay and margin.
+# caller's event source parameters it plans with, its assumed delay and margin, and the caller's
+# memory at rest and for a burst.
 PLANNER_VARIABLES = {
     "WAKEUP_CALLER_MAPPING_UUID": {"Ref": "CallerFunctionCallerQueueMessages"},
     "WAKEUP_CALLER_BATCH_SIZE": {"Ref": "CallerBatchSize"},
@@ -41,6 +42,8 @@ PLANNER_VARIABLES = {
     "WAKEUP_CALLER_MAXIMUM_POLLERS": {"Ref": "CallerMaximumPollers"},
     "WAKEUP_PLANNER_UPDATE_DELAY_S": {"Ref": "PlannerUpdateDelaySeconds"},
     "WAKEUP_PLANNER_MARGIN_S": {"Ref": "PlannerMarginSeconds"},
+    "WAKEUP_CALLER_MEMORY_MB": {"Ref": "CallerMemorySize"},
+    "WAKEUP_CALLER_BURST_MEMORY_MB": {"Ref": "CallerBurstMemorySize"},
 }
 
 # Properties that give a resource a physical name: a fixed one would keep two stacks of this
@@ -273,7 +276,9 @@ def test_the_templates_defaults_are_sized_for_a_burst_of_ten_thousand(template: 
     # allows up to 100 (wakeup.logic.planner).
     assert (defaults["CallerMinimumPollers"], defaults["CallerMaximumPollers"]) == (0, 100)
     assert defaults["PlannerEnabled"] == "true"
-    assert (defaults["CallerMemorySize"], defaults["WakeMemorySize"]) == (1024, 1769)
+    # The caller waits out its wakes' second at 256 MB; the planner gives it 1,024 for a burst.
+    assert (defaults["CallerMemorySize"], defaults["CallerBurstMemorySize"]) == (256, 1024)
+    assert defaults["WakeMemorySize"] == 512
     assert (defaults["TableWarmWriteUnitsPerSecond"], defaults["TableWarmReadUnitsPerSecond"]) == (40000, 12000)
     # The account's API Gateway quota ("Amazon API Gateway quotas"): 10,000 a second, a burst of 5,000.
     assert (defaults["ApiThrottlingRateLimit"], defaults["ApiThrottlingBurstLimit"]) == (10000, 5000)

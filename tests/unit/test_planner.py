@@ -6,13 +6,14 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wakeup.event_source import MappingBusyError, MappingState
+from wakeup.event_source import FunctionBusyError, MappingBusyError, MappingState
 from wakeup.logic.planner import (
     SQS_MIN_POLLERS,
     Plan,
     PlannerSettings,
     change,
     invocations_for,
+    memory_for,
     plan,
     pollers_for,
     run,
@@ -251,3 +252,111 @@ def test_an_update_refused_as_in_use_is_left_to_the_next_run():
 def test_a_disabled_mapping_takes_an_update_and_one_under_way_does_not():
     assert MappingState(state="Disabled", pollers=None).ready
     assert not MappingState(state="Enabling", pollers=None).ready
+
+
+# The caller's memory at rest and for a burst, as template.yaml sets them (CallerMemorySize,
+# CallerBurstMemorySize).
+SIZED = DEFAULTS.model_copy(update={"rest_memory_mb": 256, "burst_memory_mb": 1024})
+
+
+class FakeCaller:
+    """`CallerMemory` as Lambda's API behaves: an update applies `delay_s` after it is sent, and
+    another is refused while it applies."""
+
+    def __init__(self, memory_mb: int = 256, delay_s: int = 0) -> None:
+        self.memory_mb = memory_mb
+        self.delay_s = delay_s
+        self.clock = 0
+        self.applying: tuple[int, int] | None = None
+        self.updates: list[tuple[int, int]] = []
+
+    def tick(self, clock: int) -> None:
+        self.clock = clock
+        if self.applying and self.applying[0] <= clock:
+            self.memory_mb = self.applying[1]
+            self.applying = None
+
+    def read_memory(self) -> int:
+        # GetFunctionConfiguration answers the new size at once, LastUpdateStatus InProgress.
+        return self.applying[1] if self.applying else self.memory_mb
+
+    def set_memory(self, memory_mb: int) -> None:
+        if self.applying:
+            raise FunctionBusyError("caller")
+        self.updates.append((self.clock, memory_mb))
+        self.applying = (self.clock + self.delay_s, memory_mb)
+
+
+def test_a_coming_burst_gives_the_caller_its_burst_memory_with_its_pollers():
+    caller = FakeCaller()
+
+    result = run(FakeIndex({NOW + 300: 10_000}), FakeMapping(), SIZED, NOW, caller)
+
+    assert result.sent and result.memory_mb == 1024
+    assert caller.updates == [(0, 1024)]
+
+
+def test_once_the_burst_has_passed_the_caller_gets_its_resting_memory_back():
+    caller = FakeCaller(memory_mb=1024)
+    mapping = FakeMapping()
+    mapping.pollers = 100
+
+    result = run(FakeIndex({}), mapping, SIZED, NOW, caller)
+
+    assert result.memory_mb == 256 and caller.updates == [(0, 256)]
+
+
+def test_a_caller_already_at_the_planned_memory_is_left_alone():
+    caller = FakeCaller(memory_mb=256)
+
+    result = run(FakeIndex({}), FakeMapping(), SIZED, NOW, caller)
+
+    assert result.memory_mb is None and caller.updates == []
+
+
+def test_a_caller_still_applying_an_update_is_left_to_the_next_run_and_the_pollers_are_still_raised():
+    # given a caller whose last update (someone's deploy, say) is still applying
+    caller = FakeCaller(memory_mb=512, delay_s=60)
+    caller.set_memory(300)
+    mapping = FakeMapping()
+
+    # when a run plans a burst
+    result = run(FakeIndex({NOW + 300: 10_000}), mapping, SIZED, NOW, caller)
+
+    # then the pollers go up all the same, and the memory waits for the next run
+    assert result.sent and mapping.updates and result.memory_mb is None
+    caller.tick(60)
+    assert run(FakeIndex({NOW + 300: 10_000}), mapping, SIZED, NOW + 60, caller).memory_mb == 1024
+
+
+def test_without_both_sizes_the_planner_leaves_the_callers_memory_alone():
+    assert memory_for(Plan(pollers=100, burst_at=NOW, peak_wakes=10_000), DEFAULTS) is None
+    caller = FakeCaller(memory_mb=999)
+
+    run(FakeIndex({NOW + 300: 10_000}), FakeMapping(), DEFAULTS, NOW, caller)
+
+    assert caller.updates == []
+
+
+@settings(deadline=None, max_examples=100)
+@given(
+    ahead_s=st.integers(min_value=0, max_value=3600),
+    delay_s=st.integers(min_value=0, max_value=900),
+    margin_s=st.integers(min_value=0, max_value=300),
+)
+def test_a_burst_the_schedule_shows_has_its_burst_memory_before_its_second(ahead_s, delay_s, margin_s):
+    # given a burst registered before the planner's lead, and a memory update taking `delay_s`
+    cfg = SIZED.model_copy(update={"update_delay_s": delay_s, "margin_s": margin_s})
+    burst_at = NOW + cfg.lead_s + ahead_s
+    index, mapping, caller = FakeIndex({burst_at: 10_000}), FakeMapping(delay_s=delay_s), FakeCaller(delay_s=delay_s)
+
+    # when the planner runs every minute up to the burst's second
+    for clock in range(NOW, burst_at + 1, cfg.period_s):
+        mapping.tick(clock)
+        caller.tick(clock)
+        run(index, mapping, cfg, clock, caller)
+    caller.tick(burst_at)
+
+    # then the caller has its burst memory at the second, and got it no sooner than one run early
+    assert caller.memory_mb == 1024
+    assert caller.updates[0][0] >= burst_at - cfg.lead_s - cfg.period_s

@@ -5,7 +5,7 @@ import pytest
 
 from wakeup_sim import report
 from wakeup_sim.deployment import from_template
-from wakeup_sim.planner import pollers_at, settings_for
+from wakeup_sim.planner import capacity_at, planned, pollers_at, settings_for
 from wakeup_sim.scenarios import Scenario, run
 
 BURST_AT = 1_800_000_660.0
@@ -57,3 +57,24 @@ def test_a_burst_registered_over_the_minutes_before_it_is_on_time_with_the_plann
 
     assert figures.p99_s <= 1.0
     assert figures.lost == 0 and figures.called_twice == 0 and figures.overlapping_calls == 0
+
+
+def test_a_burst_registered_before_the_planners_lead_has_the_callers_burst_memory_at_its_second() -> None:
+    # given the template's caller: 256 MB at rest, 1,024 for a burst (CallerBurstMemorySize)
+    deployment = from_template()
+    settings = settings_for(deployment)
+    registered = [(START + 60, BURST_AT)] * 10_000
+
+    # then the planner's runs have given it its burst memory by the burst's second
+    capacity = capacity_at(BURST_AT, registered, settings, START, deployment.caller_memory_mb)
+    assert (deployment.caller_memory_mb, capacity.memory_mb) == (256, 1024)
+    assert planned(deployment, registered, START).caller_memory_mb == 1024
+
+
+def test_a_burst_with_no_warning_meets_the_callers_resting_memory() -> None:
+    # given a burst whose hosts all register 60 s before its second, an update applying in 300 s
+    deployment = from_template()
+    registered = [(BURST_AT - 60, BURST_AT)] * 10_000
+
+    # then the caller still has its resting memory at the second (the burst is late, as unplanned)
+    assert planned(deployment, registered, START).caller_memory_mb == 256

@@ -1,4 +1,5 @@
-"""The caller's SQS event source mapping, as the planner reads and changes it (Lambda's API).
+"""The caller's SQS event source mapping and its memory, as the planner reads and changes them
+(Lambda's API).
 
 Only its provisioned mode is ever changed ("UpdateEventSourceMapping", Lambda API reference:
 https://docs.aws.amazon.com/lambda/latest/api/API_UpdateEventSourceMapping.html). The update is
@@ -25,6 +26,11 @@ from wakeup import aws
 # The states in which the mapping takes an update (GetEventSourceMapping's `State`); the others
 # (Creating, Enabling, Disabling, Updating, Deleting) are a change under way.
 READY_STATES = frozenset({"Enabled", "Disabled"})
+
+
+class FunctionBusyError(Exception):
+    """Raised when Lambda refuses a function's update because another is still applying
+    (ResourceConflictException, "Lambda function states")."""
 
 
 class MappingBusyError(Exception):
@@ -65,4 +71,26 @@ class CallerMapping:
             # Two runs at once (a schedule delivers at least once) or an update begun since the read.
             if aws.error_code(exc) == "ResourceInUseException":
                 raise MappingBusyError(self.uuid) from exc
+            raise
+
+
+class CallerFunction:
+    """The caller function's memory through one Lambda client ("UpdateFunctionConfiguration",
+    Lambda API reference: https://docs.aws.amazon.com/lambda/latest/api/API_UpdateFunctionConfiguration.html).
+    Only `MemorySize` is sent: every other setting stays as deployed."""
+
+    def __init__(self, name: str, client: Any = None) -> None:
+        self.name = name
+        self.client = client or aws.client("lambda")
+
+    def read_memory(self) -> int:
+        return int(self.client.get_function_configuration(FunctionName=self.name)["MemorySize"])
+
+    def set_memory(self, memory_mb: int) -> None:
+        try:
+            self.client.update_function_configuration(FunctionName=self.name, MemorySize=memory_mb)
+        except ClientError as exc:
+            # An update still applying ("Lambda function states": LastUpdateStatus InProgress).
+            if aws.error_code(exc) == "ResourceConflictException":
+                raise FunctionBusyError(self.name) from exc
             raise

@@ -25,9 +25,11 @@ Powertools' metric set is not safe to write from the threads that deliver a batc
 """
 
 import math
+import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -44,7 +46,7 @@ from wakeup.logic.wakes import stands, trigger_for
 from wakeup.model import CallRecord, Instance, Trigger
 from wakeup.observability import Metric, logger, metrics
 from wakeup.settings import Settings
-from wakeup.signing import SigningKeys, WakeId, signed_headers
+from wakeup.signing import SigningKeys, SigningVersions, WakeId, signed_headers
 from wakeup.table import Store
 from wakeup.times import epoch_ms
 from wakeup.triggers import QUEUE_LEAD_S, ScheduleContentionError, Triggers
@@ -123,6 +125,14 @@ class Caller:
     sleep: Callable[[float], None] = time.sleep
     # None: calls go unsigned (no master key configured).
     signing: SigningKeys | None = None
+    # The accounts' signing versions as this caller read them, each once: a caller made for one
+    # batch (caller_handler makes one per invocation) reads an account's once per batch, not once
+    # per call. None: read for every call. A rotation keeps the old version signing for its
+    # overlap, so versions a batch's seconds old still sign right.
+    versions: dict[str, SigningVersions | None] | None = None
+    # Held while an account's versions are read, so that a batch's threads, all signing at once,
+    # wait for the first read rather than each making its own.
+    versions_lock: AbstractContextManager[Any] = field(default_factory=threading.Lock)
 
     def deliver(self, trigger: Trigger, source: Source) -> Delivery:
         """Does what `trigger` asks for now; see the module's docstring for the steps."""
@@ -185,10 +195,20 @@ class Caller:
         """The account's keys that sign a call at `moment` (two during a rotation's overlap)."""
         if self.signing is None:
             return []
-        versions = self.store.signing_versions(instance.account_id)
+        versions = self._signing_versions(instance.account_id)
         if versions is None:  # accounts are never deleted; an unknown one signs with its first version
             return self.signing.keys(instance.account_id, [1])
         return self.signing.keys(instance.account_id, versions.signing_at(moment))
+
+    def _signing_versions(self, account_id: str) -> SigningVersions | None:
+        if self.versions is None:
+            return self.store.signing_versions(account_id)
+        if account_id not in self.versions:
+            with self.versions_lock:
+                if account_id not in self.versions:
+                    # A read that fails keeps nothing: the next call of the batch reads again.
+                    self.versions[account_id] = self.store.signing_versions(account_id)
+        return self.versions[account_id]
 
     def _wait_until(self, due: datetime, now: datetime) -> None:
         """Sleeps out the last moment before `due` (never more than `EARLY_REARM_S`)."""
@@ -224,7 +244,9 @@ class Caller:
         assert instance.due is not None  # a pending registration has its next call's time
         self.triggers.arm(trigger, instance.due, now)
         ahead_s = (instance.due - now).total_seconds()
-        logger.info("early trigger re-armed", instance_id=trigger.instance_id, due_in_s=round(ahead_s, 3))
+        # Every far wake's schedule fires early and comes here once: at INFO that line was a fifth of
+        # a far wake's log bytes (docs/scaling.md, "Cost at steady rates"); its "wake called" stays.
+        logger.debug("early trigger re-armed", instance_id=trigger.instance_id, due_in_s=round(ahead_s, 3))
         return Delivery(Result.EARLY)
 
     def _call(self, trigger: Trigger, instance: Instance, due: datetime, keys: list[bytes], origin: Source) -> Delivery:

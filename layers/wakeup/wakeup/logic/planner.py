@@ -25,17 +25,24 @@ What AWS says, and what it does not (each page named where its figure is used):
   (https://docs.aws.amazon.com/lambda/latest/api/API_UpdateEventSourceMapping.html). So the
   planner assumes conservatively (`update_delay_s`, 5 minutes by default) and adds a margin on
   top (`margin_s`); both are template parameters.
+- The caller's memory is its CPU (a whole vCPU at 1,769 MB, "Configure Lambda function memory":
+  https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html), and a burst's cold starts
+  and calls need it where a steady rate's waiting does not: the planner gives the caller its burst
+  memory with the pollers and its resting memory back with them (`UpdateFunctionConfiguration`,
+  which applies asynchronously, `LastUpdateStatus` InProgress, and refuses another update meanwhile:
+  https://docs.aws.amazon.com/lambda/latest/dg/functions-states.html). Each environment started
+  after the update has the new size.
 """
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field
 
-from wakeup.event_source import MappingBusyError, MappingState
+from wakeup.event_source import FunctionBusyError, MappingBusyError, MappingState
 from wakeup.observability import Metric, logger, metrics
 from wakeup.table.pending import DueCounts, due_per_second
 
@@ -84,6 +91,10 @@ class PlannerSettings(BaseModel):
     headroom: float = Field(4.0, alias="WAKEUP_PLANNER_HEADROOM", ge=1, le=100)
     # How late Lambda's default scaling may leave a second's wakes before it counts as a burst.
     tolerance_s: float = Field(1.0, alias="WAKEUP_PLANNER_TOLERANCE_S", ge=0, le=60)
+    # The caller's memory at rest (CallerMemorySize) and for a burst (CallerBurstMemorySize): the
+    # planner sets the one or the other with the pollers. 0: it leaves the caller's memory alone.
+    rest_memory_mb: int = Field(0, alias="WAKEUP_CALLER_MEMORY_MB", ge=0, le=10240)
+    burst_memory_mb: int = Field(0, alias="WAKEUP_CALLER_BURST_MEMORY_MB", ge=0, le=10240)
 
     @property
     def lead_s(self) -> int:
@@ -184,6 +195,21 @@ class EventSource(Protocol):
     def set_pollers(self, pollers: int | None, maximum: int) -> None: ...
 
 
+class CallerMemory(Protocol):
+    """The caller function's memory as the planner sees it (`wakeup.event_source.CallerFunction`)."""
+
+    def read_memory(self) -> int: ...
+    def set_memory(self, memory_mb: int) -> None: ...
+
+
+def memory_for(wanted: Plan, settings: PlannerSettings) -> int | None:
+    """The caller's memory for the plan: its burst size while a burst is in the window, its resting
+    size otherwise; None: the planner leaves it alone (not configured)."""
+    if not settings.rest_memory_mb or not settings.burst_memory_mb:
+        return None
+    return settings.burst_memory_mb if wanted.burst_at is not None else settings.rest_memory_mb
+
+
 @dataclass(frozen=True)
 class Run:
     """What one run saw and did."""
@@ -192,16 +218,43 @@ class Run:
     before: int | None  # the mapping's provisioned pollers when read (None: off)
     sent: bool  # an update was sent
     busy: bool  # the mapping was still applying an earlier update: nothing sent
+    memory_mb: int | None = None  # the caller's memory the run set (None: left as it was)
 
 
-def run(index: DueCounts, source: EventSource, settings: PlannerSettings, now_s: int) -> Run:
-    """One run: count the coming seconds' wakes, plan, and change the mapping if the plan differs.
+def run(
+    index: DueCounts, source: EventSource, settings: PlannerSettings, now_s: int, caller: CallerMemory | None = None
+) -> Run:
+    """One run: count the coming seconds' wakes, plan, and change the mapping (and the caller's
+    memory, when `caller` is given) where they differ from the plan.
 
-    It reads the index and changes the event source, nothing else: it never touches a wake or a
-    trigger, so a planner that fails leaves every wake to Lambda's default scaling, later.
+    It reads the index and changes the event source and the caller's memory, nothing else: it never
+    touches a wake or a trigger, so a planner that fails leaves every wake to Lambda's default
+    scaling and the caller's resting memory, later.
     """
     start, end = window(now_s, settings)
     wanted = plan(due_per_second(index, start, end), now_s, settings)
+    result = _set_pollers(source, wanted, settings)
+    memory = memory_for(wanted, settings)
+    if caller is None or memory is None:
+        return result
+    return replace(result, memory_mb=_set_memory(caller, memory))
+
+
+def _set_memory(caller: CallerMemory, memory_mb: int) -> int | None:
+    """Sets the caller's memory when it differs: the size set, or None (already so, or busy)."""
+    before = caller.read_memory()
+    if before == memory_mb:
+        return None
+    try:
+        caller.set_memory(memory_mb)
+    except FunctionBusyError:
+        logger.info("caller busy, memory left to the next run", memory_mb=memory_mb)
+        return None
+    logger.info("caller memory changed", memory_before_mb=before, memory_mb=memory_mb)
+    return memory_mb
+
+
+def _set_pollers(source: EventSource, wanted: Plan, settings: PlannerSettings) -> Run:
     mapping = source.read()
     step = change(mapping.pollers, wanted)
     if not step.needed:
