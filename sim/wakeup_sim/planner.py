@@ -39,6 +39,7 @@ class _Mapping:
     now: float = 0.0
     pollers: int | None = None
     applying: list[tuple[float, int | None]] = field(default_factory=list)
+    sent: list[tuple[float, float, int | None]] = field(default_factory=list)  # (sent, applied, pollers)
 
     def settle(self) -> None:
         while self.applying and self.applying[0][0] <= self.now:
@@ -50,6 +51,7 @@ class _Mapping:
 
     def set_pollers(self, pollers: int | None, maximum: int) -> None:
         self.applying.append((self.now + self.delay_s, pollers))
+        self.sent.append((self.now, self.now + self.delay_s, pollers))
 
 
 def settings_for(deployment: Deployment, **changes: int) -> PlannerSettings:
@@ -60,6 +62,69 @@ def settings_for(deployment: Deployment, **changes: int) -> PlannerSettings:
         max_pollers=deployment.maximum_pollers or PlannerSettings().max_pollers,
         floor_pollers=deployment.minimum_pollers or 0,
     ).model_copy(update=changes)
+
+
+@dataclass(frozen=True)
+class Raised:
+    """What the planner's runs did for a burst: the provisioned pollers in effect at its second
+    (None: none, Lambda's default scaling) and the EPU-seconds billed for those raised above the
+    floor (CallerMinimumPollers), from the burst's first raise to provisioned mode off again."""
+
+    pollers: int | None
+    epu_s: float
+
+
+# "Provisioned Mode for Event Source Mapping (ESM) Pricing" (AWS Lambda pricing, bench.cost's
+# PRICE_EPU_HOUR): EPU-hours counted by the second, a minute at least.
+EPU_MINIMUM_S = 60.0
+
+
+def billed_epu_s(sent: list[tuple[float, float, int | None]], floor: int) -> float:
+    """EPU-seconds of the updates `sent` (when sent, when applied, pollers), above `floor`.
+
+    AWS does not say when, within an update's delay, pollers start or stop being billed (the
+    planner's docstring): each level is counted from its update's sending to the applying of the
+    next, the higher of the two while one applies, so that neither a raise nor a lowering is
+    billed short."""
+    if not sent:
+        return 0.0
+    edges = sorted({t for at, applied, _ in sent for t in (at, applied)})
+    total, peak = 0.0, 0
+    for begin, end in zip(edges, edges[1:], strict=False):
+        applied_by = [pollers or 0 for _, applied, pollers in sent if applied <= begin]
+        in_effect = applied_by[-1] if applied_by else 0
+        applying = [pollers or 0 for at, applied, pollers in sent if at <= begin < applied]
+        level = max([in_effect, *applying]) - floor
+        if level > 0:
+            total += level * (end - begin)
+            peak = max(peak, level)
+    return max(total, EPU_MINIMUM_S * peak) if peak else 0.0
+
+
+def raised_for(
+    burst_at: float, registered: list[tuple[float, float]], settings: PlannerSettings, start: float
+) -> Raised:
+    """The planner's runs every minute from `start` (a whole minute) over the wakes `registered`
+    (when, and due when): the pollers in effect at `burst_at`, and, the runs going on past the
+    last wake until provisioned mode is back at the floor, what the raised pollers were billed."""
+    index = _Index(registered)
+    mapping = _Mapping(settings.update_delay_s)
+    floor = settings.floor_pollers or None
+    last_due = max(due for _, due in registered)
+    clock = start
+    # A day past the last wake at most: the planner lowers capacity within minutes of a burst.
+    while clock <= last_due + 86400 and (
+        clock <= burst_at or clock <= last_due + settings.after_s or mapping.applying or mapping.pollers != floor
+    ):
+        index.now = mapping.now = clock
+        run(index, mapping, settings, int(clock))
+        clock += PERIOD_S
+    # The pollers at the burst's second: the last update applied by then (as `_Mapping.settle`).
+    pollers = None
+    for _, applied, level in mapping.sent:
+        if applied <= burst_at:
+            pollers = level
+    return Raised(pollers, billed_epu_s(mapping.sent, settings.floor_pollers))
 
 
 def pollers_at(
@@ -79,10 +144,12 @@ def pollers_at(
     return mapping.pollers
 
 
-def planned(deployment: Deployment, registered: list[tuple[float, float]], start: float) -> Deployment:
-    """`deployment` with the pollers the planner has in effect at the first wake's second."""
+def planned(deployment: Deployment, registered: list[tuple[float, float]], start: float) -> tuple[Deployment, float]:
+    """`deployment` with the pollers the planner has in effect at the first wake's second, and the
+    EPU-seconds the raised pollers were billed (`raised_for`)."""
     settings = settings_for(deployment)
-    pollers = pollers_at(min(due for _, due in registered), registered, settings, start)
-    if pollers is None:
-        return deployment
-    return deployment.but(minimum_pollers=pollers, maximum_pollers=max(pollers, settings.max_pollers))
+    raised = raised_for(min(due for _, due in registered), registered, settings, start)
+    if raised.pollers is None:
+        return deployment, raised.epu_s
+    pollers = raised.pollers
+    return deployment.but(minimum_pollers=pollers, maximum_pollers=max(pollers, settings.max_pollers)), raised.epu_s
