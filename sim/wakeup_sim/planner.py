@@ -132,16 +132,7 @@ def pollers_at(
 ) -> int | None:
     """The provisioned pollers in effect at `burst_at` after the planner's runs every minute from
     `start` (a whole minute) over the wakes `registered` (when, and due when)."""
-    index = _Index(registered)
-    mapping = _Mapping(settings.update_delay_s)
-    clock = start
-    while clock <= burst_at:
-        index.now = mapping.now = clock
-        run(index, mapping, settings, int(clock))
-        clock += PERIOD_S
-    mapping.now = burst_at
-    mapping.settle()
-    return mapping.pollers
+    return raised_for(burst_at, registered, settings, start).pollers
 
 
 def planned(deployment: Deployment, registered: list[tuple[float, float]], start: float) -> tuple[Deployment, float]:
