@@ -42,6 +42,7 @@ class _Mapping:
     now: float = 0.0
     pollers: int | None = None
     applying: list[tuple[float, int | None]] = field(default_factory=list)
+    sent: list[tuple[float, float, int | None]] = field(default_factory=list)  # (sent, applied, pollers)
 
     def settle(self) -> None:
         while self.applying and self.applying[0][0] <= self.now:
@@ -53,6 +54,7 @@ class _Mapping:
 
     def set_pollers(self, pollers: int | None, maximum: int) -> None:
         self.applying.append((self.now + self.delay_s, pollers))
+        self.sent.append((self.now, self.now + self.delay_s, pollers))
 
 
 @dataclass
@@ -63,6 +65,7 @@ class _Caller:
     memory_mb: int
     now: float = 0.0
     applying: list[tuple[float, int]] = field(default_factory=list)
+    sent: list[tuple[float, int]] = field(default_factory=list)  # (applied, memory)
 
     def settle(self) -> None:
         while self.applying and self.applying[0][0] <= self.now:
@@ -74,6 +77,7 @@ class _Caller:
 
     def set_memory(self, memory_mb: int) -> None:
         self.applying.append((self.now + self.delay_s, memory_mb))
+        self.sent.append((self.now + self.delay_s, memory_mb))
 
 
 def settings_for(deployment: Deployment, **changes: int) -> PlannerSettings:
@@ -89,47 +93,92 @@ def settings_for(deployment: Deployment, **changes: int) -> PlannerSettings:
 
 
 @dataclass(frozen=True)
-class Capacity:
-    """What the planner's runs have in effect at a moment: provisioned pollers (None: off), and
-    the caller's memory."""
+class Raised:
+    """What the planner's runs did for a burst: the provisioned pollers in effect at its second
+    (None: none, Lambda's default scaling), the caller's memory then, and the EPU-seconds billed
+    for those raised above the floor (CallerMinimumPollers), from the burst's first raise to
+    provisioned mode off again."""
 
     pollers: int | None
+    epu_s: float
     memory_mb: int
 
 
-def capacity_at(
+# "Provisioned Mode for Event Source Mapping (ESM) Pricing" (AWS Lambda pricing, bench.cost's
+# PRICE_EPU_HOUR): EPU-hours counted by the second, a minute at least.
+EPU_MINIMUM_S = 60.0
+
+
+def billed_epu_s(sent: list[tuple[float, float, int | None]], floor: int) -> float:
+    """EPU-seconds of the updates `sent` (when sent, when applied, pollers), above `floor`.
+
+    AWS does not say when, within an update's delay, pollers start or stop being billed (the
+    planner's docstring): each level is counted from its update's sending to the applying of the
+    next, the higher of the two while one applies, so that neither a raise nor a lowering is
+    billed short."""
+    if not sent:
+        return 0.0
+    edges = sorted({t for at, applied, _ in sent for t in (at, applied)})
+    total, peak = 0.0, 0
+    for begin, end in zip(edges, edges[1:], strict=False):
+        applied_by = [pollers or 0 for _, applied, pollers in sent if applied <= begin]
+        in_effect = applied_by[-1] if applied_by else 0
+        applying = [pollers or 0 for at, applied, pollers in sent if at <= begin < applied]
+        level = max([in_effect, *applying]) - floor
+        if level > 0:
+            total += level * (end - begin)
+            peak = max(peak, level)
+    return max(total, EPU_MINIMUM_S * peak) if peak else 0.0
+
+
+def raised_for(
     burst_at: float, registered: list[tuple[float, float]], settings: PlannerSettings, start: float, memory_mb: int
-) -> Capacity:
-    """The capacity in effect at `burst_at` after the planner's runs every minute from `start` (a
-    whole minute) over the wakes `registered` (when, and due when), the caller at `memory_mb` before."""
+) -> Raised:
+    """The planner's runs every minute from `start` (a whole minute) over the wakes `registered`
+    (when, and due when), the caller at `memory_mb` before: the pollers and the caller's memory in
+    effect at `burst_at`, and, the runs going on past the
+    last wake until provisioned mode is back at the floor, what the raised pollers were billed."""
     index = _Index(registered)
     mapping = _Mapping(settings.update_delay_s)
     caller = _Caller(settings.update_delay_s, memory_mb)
+    floor = settings.floor_pollers or None
+    last_due = max(due for _, due in registered)
     clock = start
-    while clock <= burst_at:
+    # A day past the last wake at most: the planner lowers capacity within minutes of a burst.
+    while clock <= last_due + 86400 and (
+        clock <= burst_at or clock <= last_due + settings.after_s or mapping.applying or mapping.pollers != floor
+    ):
         index.now = mapping.now = caller.now = clock
         run(index, mapping, settings, int(clock), caller)
         clock += PERIOD_S
-    mapping.now = caller.now = burst_at
-    mapping.settle()
-    caller.settle()
-    return Capacity(mapping.pollers, caller.memory_mb)
+    # The pollers at the burst's second: the last update applied by then (as `_Mapping.settle`).
+    pollers = None
+    for _, applied, level in mapping.sent:
+        if applied <= burst_at:
+            pollers = level
+    memory = memory_mb
+    for applied, level_mb in caller.sent:
+        if applied <= burst_at:
+            memory = level_mb
+    return Raised(pollers, billed_epu_s(mapping.sent, settings.floor_pollers), memory)
 
 
 def pollers_at(
     burst_at: float, registered: list[tuple[float, float]], settings: PlannerSettings, start: float
 ) -> int | None:
-    """The provisioned pollers in effect at `burst_at` (`capacity_at`)."""
-    return capacity_at(burst_at, registered, settings, start, settings.rest_memory_mb).pollers
+    """The provisioned pollers in effect at `burst_at` after the planner's runs every minute from
+    `start` (a whole minute) over the wakes `registered` (when, and due when)."""
+    return raised_for(burst_at, registered, settings, start, settings.rest_memory_mb).pollers
 
 
-def planned(deployment: Deployment, registered: list[tuple[float, float]], start: float) -> Deployment:
+def planned(deployment: Deployment, registered: list[tuple[float, float]], start: float) -> tuple[Deployment, float]:
     """`deployment` with the pollers and the caller's memory the planner has in effect at the first
-    wake's second."""
+    wake's second, and the EPU-seconds the raised pollers were billed (`raised_for`)."""
     settings = settings_for(deployment)
     burst_at = min(due for _, due in registered)
-    capacity = capacity_at(burst_at, registered, settings, start, deployment.caller_memory_mb)
-    deployment = deployment.but(caller_memory_mb=capacity.memory_mb)
-    if capacity.pollers is None:
-        return deployment
-    return deployment.but(minimum_pollers=capacity.pollers, maximum_pollers=max(capacity.pollers, settings.max_pollers))
+    raised = raised_for(burst_at, registered, settings, start, deployment.caller_memory_mb)
+    deployment = deployment.but(caller_memory_mb=raised.memory_mb)
+    if raised.pollers is None:
+        return deployment, raised.epu_s
+    pollers = raised.pollers
+    return deployment.but(minimum_pollers=pollers, maximum_pollers=max(pollers, settings.max_pollers)), raised.epu_s

@@ -36,6 +36,9 @@ class Figures:
     peak_concurrency: int
     requests_per_wake: float
     usd_per_million: float
+    # The scenario's whole price: its wakes at `usd_per_million`, and its provisioned pollers'
+    # EPU-hours (`Outcome.epu_s`: those the deployment keeps and those the planner raised).
+    usd_scenario: float
     sweeper_rearmed: int
     stopped_by_loop_detection: int
     throttled_requests: int
@@ -112,6 +115,11 @@ def usd_per_million(outcome: Outcome) -> float:
     return sum(line.usd_per_million for line in cost_lines(outcome))
 
 
+def usd_scenario(outcome: Outcome, usd_per_million: float) -> float:
+    """What the scenario cost in all: its wakes, and its pollers' EPU-hours (by the second)."""
+    return usd_per_million * len(outcome.wakes) / 1e6 + outcome.epu_s / 3600 * cost.PRICE_EPU_HOUR
+
+
 def figures(outcome: Outcome) -> Figures:
     world = outcome.world
     due = {w.instance_id: w.at for w in outcome.wakes}
@@ -126,6 +134,7 @@ def figures(outcome: Outcome) -> Figures:
             twice += 1
     requests = usage(outcome)
     costs = cost_lines(outcome)
+    usd = sum(line.usd_per_million for line in costs)
     per_wake = sum(requests.requests.values()) + sum(requests.invocations.values()) + requests.api_requests
     return Figures(
         name=outcome.scenario.name,
@@ -138,7 +147,8 @@ def figures(outcome: Outcome) -> Figures:
         overlapping_calls=world.hosts.overlaps,
         peak_concurrency=world.account.peak,
         requests_per_wake=per_wake,
-        usd_per_million=sum(line.usd_per_million for line in costs),
+        usd_per_million=usd,
+        usd_scenario=usd_scenario(outcome, usd),
         sweeper_rearmed=outcome.sweeper_rearmed,
         stopped_by_loop_detection=world.event_source.stopped_loops,
         throttled_requests=world.store.metered.throttled,
@@ -160,8 +170,8 @@ def costs_table(scenarios: list[Figures]) -> str:
 
 HEADER = (
     "| scenario | wakes | p50 | p99 | max | lost | called twice | peak concurrency | AWS requests/wake "
-    "| USD per million | sweeper re-arms | stopped loops | DynamoDB throttles |\n"
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    "| USD per million | USD for this scenario | sweeper re-arms | stopped loops | DynamoDB throttles |\n"
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 )
 
 
@@ -169,7 +179,8 @@ def row(f: Figures) -> str:
     return (
         f"| {f.name} | {f.wakes:,} | {f.p50_s * 1000:.0f} ms | {f.p99_s * 1000:.0f} ms | {f.max_s * 1000:.0f} ms "
         f"| {f.lost} | {f.called_twice} | {f.peak_concurrency} | {f.requests_per_wake:.2f} "
-        f"| ${f.usd_per_million:.2f} | {f.sweeper_rearmed} | {f.stopped_by_loop_detection} | {f.throttled_requests} |"
+        f"| ${f.usd_per_million:.2f} | ${f.usd_scenario:.2f} "
+        f"| {f.sweeper_rearmed} | {f.stopped_by_loop_detection} | {f.throttled_requests} |"
     )
 
 

@@ -55,6 +55,9 @@ class Outcome:
     last_due: float
     log_bytes: int
     sweeper_rearmed: int
+    # Provisioned pollers' EPU-seconds while it ran: those the deployment keeps (MinimumPollers),
+    # for the whole simulated span, and those the planner raised for its burst (`planned`).
+    epu_s: float = 0.0
 
 
 @contextmanager
@@ -117,23 +120,26 @@ def _lay_out(scenario: Scenario, deployment: Deployment, profile: Profile) -> _S
     return _Setting(world, wakes, healthy, dues, registered, start_due)
 
 
-def _planned(scenario: Scenario, deployment: Deployment, profile: Profile) -> Deployment:
+def _planned(scenario: Scenario, deployment: Deployment, profile: Profile) -> tuple[Deployment, float]:
     """With the planner on (`Scenario.planner`), a burst at one second runs with the pollers and the
-    caller's memory the planner's runs put in effect by its second (wakeup_sim.planner); a scenario
-    that sets its own pollers (a lever) keeps them."""
+    caller's memory the planner's runs put in effect by its second (wakeup_sim.planner), and the
+    EPU-seconds of the pollers it raised; a scenario that sets its own pollers (a lever) keeps them."""
     if not scenario.planner or scenario.rate_per_s or scenario.registering_within_s:
-        return deployment
+        return deployment, 0.0
     with counted_logs():  # the planner's log lines are not the scenario's
         setting = _lay_out(scenario, deployment, profile)
-        raised = planned(deployment, list(zip(setting.registered, setting.dues, strict=True)), T0)
+        raised, epu_s = planned(deployment, list(zip(setting.registered, setting.dues, strict=True)), T0)
     if "minimum_pollers" in scenario.levers:
-        # Its own pollers kept (a floor the planner keeps too); the caller's memory is still the planner's.
-        return deployment.but(caller_memory_mb=raised.caller_memory_mb)
-    return raised
+        # Its own pollers kept (a floor the planner keeps too, billed as the scenario's own); the
+        # caller's memory is still the planner's.
+        return deployment.but(caller_memory_mb=raised.caller_memory_mb), 0.0
+    return raised, epu_s
 
 
 def run(scenario: Scenario, deployment: Deployment, profile: Profile = AWS) -> Outcome:
-    deployment = _planned(scenario, deployment.but(**scenario.levers), profile)
+    deployment = deployment.but(**scenario.levers)
+    kept_pollers = deployment.minimum_pollers or 0
+    deployment, raised_epu_s = _planned(scenario, deployment, profile)
     with counted_logs() as logs, no_cyclic_collection():
         setting = _lay_out(scenario, deployment, profile)
         world, wakes, dues = setting.world, setting.wakes, setting.dues
@@ -142,7 +148,18 @@ def run(scenario: Scenario, deployment: Deployment, profile: Profile = AWS) -> O
         for wake, due, when in zip(wakes, dues, setting.registered, strict=True):
             world.register(wake, due, when)
         world.engine.run(max(dues) + SETTLE_S + scenario.failing_for_s)
-    return Outcome(scenario, world, wakes, setting.healthy, min(dues), max(dues), logs.bytes, world.sweeper_rearmed)
+    epu_s = kept_pollers * (world.engine.now - world.start) + raised_epu_s
+    return Outcome(
+        scenario,
+        world,
+        wakes,
+        setting.healthy,
+        min(dues),
+        max(dues),
+        logs.bytes,
+        world.sweeper_rearmed,
+        epu_s,
+    )
 
 
 def first_calls(outcome: Outcome) -> dict[str, Call]:
@@ -187,6 +204,14 @@ SCENARIOS = [
     *(
         Scenario(f"10,000 at one second, registered over the {label} before, cold", 10000, registered_over_s=over)
         for label, over in (("30 minutes", 1800.0), ("10 minutes", 600.0), ("10 s (no warning)", 10.0))
+    ),
+    # The same at 100,000 with the quotas raised, its pollers the planner's (up to 200, within
+    # `maximum_pollers`), not a lever's.
+    Scenario(
+        "100,000 at one second, registered over the 30 minutes before, cold, quotas raised",
+        100000,
+        registered_over_s=1800.0,
+        levers={k: v for k, v in QUOTAS_RAISED_100K.items() if k != "minimum_pollers"},
     ),
     Scenario("steady 100/s for 10 min, near", 60000, rate_per_s=100, warm=True),
     Scenario("steady 100/s for 10 min, far", 60000, path="far", rate_per_s=100, warm=True),

@@ -19,7 +19,7 @@ import pytest
 from moto_env import Deployed
 
 from wakeup.errors import UnavailableError
-from wakeup.model import Trigger
+from wakeup.model import CallRecord, Trigger
 from wakeup.table import DynamoStore, mechanics
 from wakeup.table.items import BY_ACCOUNT, PENDING_WAKES, dump, instance_key, pending_shard
 from wakeup.times import epoch_ms, now
@@ -369,3 +369,17 @@ def test_keys_left_unprocessed_for_good_answer_unavailable(table: Table, client_
     with pytest.raises(UnavailableError):
         table.store.all_instances(account_id)
     assert len(waits) == 7
+
+
+def test_a_recorded_call_is_read_back_as_it_was_made(table: Table) -> None:
+    # The simulator stores the history's item without its typed JSON (wakeup_sim.dynamodb): the
+    # call read back, a missing status and lateness included, is the same on both.
+    instance_id = table.instance()
+    at = whole_ms(now())
+    made = [
+        CallRecord(instance_id, 1, at, at, 0, 12, 85, 200, None, "queue", "w1"),
+        CallRecord(instance_id, 2, at, at, 1, None, 5000, None, "timed out after 5 s", "sweeper", "w2"),
+    ]
+    for call in made:
+        table.store.record_call(call)
+    assert table.store.read_calls(instance_id, [1, 2]) == made

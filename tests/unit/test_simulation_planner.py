@@ -3,9 +3,10 @@ its second; with the planner failing throughout, every wake of the burst is stil
 
 import pytest
 
+from bench import cost
 from wakeup_sim import report
 from wakeup_sim.deployment import from_template
-from wakeup_sim.planner import capacity_at, planned, pollers_at, settings_for
+from wakeup_sim.planner import EPU_MINIMUM_S, billed_epu_s, planned, pollers_at, raised_for, settings_for
 from wakeup_sim.scenarios import Scenario, run
 
 BURST_AT = 1_800_000_660.0
@@ -28,6 +29,45 @@ def test_a_burst_registered_before_the_planners_lead_has_its_pollers_at_its_seco
     registered = [(START + 60, BURST_AT)] * 10_000
 
     assert pollers_at(BURST_AT, registered, settings, START) == 100
+
+
+def test_the_pollers_raised_for_a_burst_are_billed_from_the_raise_sent_to_provisioned_mode_off() -> None:
+    # given a burst of 10,000 registered well ahead, the template's planner (a run a minute, updates
+    # applying 300 s after they are sent, capacity kept 60 s past the burst)
+    settings = settings_for(from_template())
+    registered = [(START + 60, BURST_AT)] * 10_000
+
+    raised = raised_for(BURST_AT, registered, settings, START, settings.rest_memory_mb)
+
+    # then the run 480 s ahead (the lead) raises 100 pollers, the first run that no longer sees
+    # the burst (120 s after it) turns provisioned mode off, and that applies 300 s later
+    assert raised.pollers == 100
+    raise_sent, off_applied = BURST_AT - 480, BURST_AT + 120 + 300
+    assert raised.epu_s == 100 * (off_applied - raise_sent)
+
+
+def test_an_update_applying_is_billed_at_the_higher_of_the_two_levels_and_a_minute_at_least() -> None:
+    # given a raise to 10 sent at 0 (applied at 300), to 20 sent at 300 (applied at 600), and off
+    # sent at 600 (applied at 900)
+    sent = [(0.0, 300.0, 10), (300.0, 600.0, 20), (600.0, 900.0, None)]
+
+    # then 10 pollers from 0 to 300, 20 from 300 to 900 (until off applies)
+    assert billed_epu_s(sent, floor=0) == 10 * 300 + 20 * 600
+    # pollers the operator keeps anyway (the floor) are not the planner's
+    assert billed_epu_s(sent, floor=5) == 5 * 300 + 15 * 600
+    # and a raise off again within seconds is billed a minute
+    assert billed_epu_s([(0.0, 0.0, 10), (10.0, 10.0, None)], floor=0) == 10 * EPU_MINIMUM_S
+
+
+def test_a_planned_bursts_price_counts_its_raised_pollers() -> None:
+    # given a burst of 300 registered over the 10 minutes before it: the planner raises pollers
+    outcome = run(Scenario("registered over", 300, registered_over_s=600.0), from_template())
+    figures = report.figures(outcome)
+
+    # then the scenario's price is its wakes' and the raised pollers' EPU-hours
+    assert outcome.epu_s > 0
+    pollers_usd = outcome.epu_s / 3600 * cost.PRICE_EPU_HOUR
+    assert figures.usd_scenario == figures.usd_per_million * 300 / 1e6 + pollers_usd
 
 
 def test_a_burst_registered_inside_the_updates_delay_is_late_for_its_pollers() -> None:
@@ -66,9 +106,9 @@ def test_a_burst_registered_before_the_planners_lead_has_the_callers_burst_memor
     registered = [(START + 60, BURST_AT)] * 10_000
 
     # then the planner's runs have given it its burst memory by the burst's second
-    capacity = capacity_at(BURST_AT, registered, settings, START, deployment.caller_memory_mb)
-    assert (deployment.caller_memory_mb, capacity.memory_mb) == (256, 1024)
-    assert planned(deployment, registered, START).caller_memory_mb == 1024
+    raised = raised_for(BURST_AT, registered, settings, START, deployment.caller_memory_mb)
+    assert (deployment.caller_memory_mb, raised.memory_mb) == (256, 1024)
+    assert planned(deployment, registered, START)[0].caller_memory_mb == 1024
 
 
 def test_a_burst_with_no_warning_meets_the_callers_resting_memory() -> None:
@@ -77,4 +117,4 @@ def test_a_burst_with_no_warning_meets_the_callers_resting_memory() -> None:
     registered = [(BURST_AT - 60, BURST_AT)] * 10_000
 
     # then the caller still has its resting memory at the second (the burst is late, as unplanned)
-    assert planned(deployment, registered, START).caller_memory_mb == 256
+    assert planned(deployment, registered, START)[0].caller_memory_mb == 256
