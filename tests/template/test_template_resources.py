@@ -113,7 +113,8 @@ def test_globals_give_every_function_the_runtime_tracing_layer_and_settings(
 
     assert function_globals["Runtime"] == "python3.13"
     assert function_globals["Architectures"] == ["arm64"]
-    assert function_globals["Tracing"] == "Active"
+    assert function_globals["Tracing"] == {"Ref": "Tracing"}
+    assert template["Parameters"]["Tracing"]["Default"] == "PassThrough"
     assert function_globals["Layers"] == [{"Ref": "WakeupLayer"}]
     assert variables == {
         "POWERTOOLS_METRICS_NAMESPACE": "Wakeup",

@@ -161,3 +161,20 @@ def test_the_idle_month_with_the_defaults_is_at_most_eight_dollars() -> None:
     idle = month()
     assert idle["provisioned event pollers (CallerMinimumPollers)"].usd == 0
     assert sum(line.usd for line in idle.values()) <= 8.00
+
+
+def test_x_ray_is_paid_only_when_the_tracing_parameter_turns_it_on() -> None:
+    traces = "SweeperFunction X-Ray traces"
+    assert traces not in month()
+    assert month({"Tracing": "Active"})[traces].quantity == pytest.approx(730 * 60)
+
+
+def test_the_price_with_tracing_on_is_printed_beside_the_default() -> None:
+    printed = bill.bill({}, steady_s=TINY_STEADY_S)
+    near, far = map(float, re.findall(r"total per million wakes: near \$([\d.]+), far \$([\d.]+)", printed)[0])
+    found = re.search(
+        r"Tracing=Active the stack at rest costs \$([\d.]+) a month.* \$([\d.]+) near, \$([\d.]+) far", printed
+    )
+    assert found is not None
+    idle = float(re.findall(r"idle stack per month: \$([\d.]+)", printed)[0])
+    assert float(found[1]) > idle and float(found[2]) > near and float(found[3]) > far
