@@ -277,8 +277,8 @@ def test_the_templates_defaults_are_sized_for_a_burst_of_ten_thousand(template: 
     # allows up to 100 (wakeup.logic.planner).
     assert (defaults["CallerMinimumPollers"], defaults["CallerMaximumPollers"]) == (0, 100)
     assert defaults["PlannerEnabled"] == "true"
-    # The caller waits out its wakes' second at 256 MB; the planner gives it 1,024 for a burst.
-    assert (defaults["CallerMemorySize"], defaults["CallerBurstMemorySize"]) == (256, 1024)
+    # The caller waits out its wakes' second at 128 MB; the planner gives it 1,024 for a burst.
+    assert (defaults["CallerMemorySize"], defaults["CallerBurstMemorySize"]) == (128, 1024)
     assert defaults["WakeMemorySize"] == 512
     assert (defaults["TableWarmWriteUnitsPerSecond"], defaults["TableWarmReadUnitsPerSecond"]) == (40000, 12000)
     # The account's API Gateway quota ("Amazon API Gateway quotas"): 10,000 a second, a burst of 5,000.

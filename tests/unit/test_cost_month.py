@@ -99,9 +99,9 @@ def test_a_rate_is_a_rate_the_steady_window_does_not_change_a_wakes_price() -> N
 def test_memory_moves_the_price_of_a_wake() -> None:
     traced: set[str] = set()
     default = bill.per_million(from_template(), "near", traced, 10)
-    smaller = bill.per_million(from_template(TEMPLATE, {"CallerMemorySize": "128"}), "near", traced, 10)
+    larger = bill.per_million(from_template(TEMPLATE, {"CallerMemorySize": "256"}), "near", traced, 10)
     duration = {line.item: line.usd_per_million for line in default.lines}["Lambda duration"]
-    assert {line.item: line.usd_per_million for line in smaller.lines}["Lambda duration"] < duration
+    assert {line.item: line.usd_per_million for line in larger.lines}["Lambda duration"] > duration
 
 
 @pytest.mark.parametrize(
