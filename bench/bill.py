@@ -131,7 +131,9 @@ def per_million(
         return sum(a_second) / STEADY_RATE
 
     xray = cost.Line(XRAY, traces(traced), "traces", traces(traced) * cost.PRICE_TRACE * 1e6)
-    return Wakes([*cost.lines(each, memory), xray], traces(traceable) * cost.PRICE_TRACE * 1e6)
+    return Wakes(
+        [*cost.lines(each, memory, deployment.quiet_functions), xray], traces(traceable) * cost.PRICE_TRACE * 1e6
+    )
 
 
 def dollars(usd: float) -> str:

@@ -187,6 +187,20 @@ def test_each_function_logs_to_its_own_log_group_with_retention(template: dict[s
     assert log_group["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
 
 
+@pytest.mark.parametrize("logical_id", sorted(SERVICE_OF_FUNCTION))
+def test_each_function_logs_json_without_lambdas_own_lines_and_its_application_at_info_at_least(
+    template: dict[str, Any], logical_id: str
+) -> None:
+    config = template["Resources"][logical_id]["Properties"]["LoggingConfig"]
+    # JSON: Lambda filters by level only in that format ("Log-level filtering").
+    assert config["LogFormat"] == "JSON"
+    assert config["SystemLogLevel"] == {"Ref": "SystemLogLevel"}
+    assert template["Parameters"]["SystemLogLevel"]["Default"] == "WARN"
+    # DEBUG when LogLevel asks for it, else INFO: the metrics' EMF lines have no level (INFO).
+    assert config["ApplicationLogLevel"] == {"Fn::If": ["LogsDebug", "DEBUG", "INFO"]}
+    assert template["Conditions"]["LogsDebug"] == {"Fn::Equals": [{"Ref": "LogLevel"}, "DEBUG"]}
+
+
 def test_function_log_groups_are_not_shared(template: dict[str, Any]) -> None:
     log_groups = [
         template["Resources"][logical_id]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]

@@ -1,6 +1,7 @@
 """`make cost` (`bench.bill`, `bench.cost.idle_month`, `bench.parameters`): what a deployment costs."""
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 
 import pytest
@@ -178,3 +179,16 @@ def test_the_price_with_tracing_on_is_printed_beside_the_default() -> None:
     assert found is not None
     idle = float(re.findall(r"idle stack per month: \$([\d.]+)", printed)[0])
     assert float(found[1]) > idle and float(found[2]) > near and float(found[3]) > far
+
+
+def test_lambdas_own_log_lines_are_paid_only_when_the_system_log_level_logs_them() -> None:
+    logs = "log ingestion of what runs at rest"
+    assert month({"SystemLogLevel": "INFO"})[logs].usd > month()[logs].usd
+    default, info = (from_template(TEMPLATE, overrides) for overrides in ({}, {"SystemLogLevel": "INFO"}))
+    assert default.quiet_functions == {"CallerFunction", "WakeFunction", "SweeperFunction"}
+    assert info.quiet_functions == frozenset()
+    wake = cost.Usage(invocations=Counter({"CallerFunction": 1}))
+    own = cost.LAMBDA_OWN_LOG_BYTES / 1e3
+    assert {line.item: line.quantity for line in cost.lines(wake, 1.0)}["CloudWatch Logs"] == pytest.approx(own)
+    quiet = cost.lines(wake, 1.0, default.quiet_functions)
+    assert {line.item: line.quantity for line in quiet}["CloudWatch Logs"] == 0
