@@ -47,6 +47,7 @@ WAKES_A_DAY = (1_000, 1_000_000, 100_000_000)
 BURST_MINUTES = 10
 # The simulator's functions by the template's logical ids: the scheduled ones it can run at rest.
 SIMULATED = {"SweeperFunction": "sweeper_function"}
+XRAY = "X-Ray traces"
 
 
 @dataclass(frozen=True)
@@ -54,10 +55,17 @@ class Wakes:
     """A million wakes of one kind, line by line (`bench.cost.lines`), and their total."""
 
     lines: list[cost.Line]
+    # What X-Ray would add a million wakes with every function traced (`Tracing=Active`).
+    xray_if_active_usd: float = 0.0
 
     @property
     def usd(self) -> float:
         return sum(line.usd_per_million for line in self.lines)
+
+    @property
+    def usd_if_active(self) -> float:
+        """The total with every function traced (`Tracing=Active`)."""
+        return sum(line.usd_per_million for line in self.lines if line.item != XRAY) + self.xray_if_active_usd
 
 
 def at_rest(deployment: Deployment, planner_on: bool = True) -> cost.AtRest:
@@ -102,10 +110,13 @@ def custom_metrics_at_rest(planner_on: bool = True) -> int:
     return published
 
 
-def per_million(deployment: Deployment, path: str, traced: Set[str], seconds: float = STEADY_S) -> Wakes:
+def per_million(
+    deployment: Deployment, path: str, traced: Set[str], seconds: float = STEADY_S, traceable: Set[str] = frozenset()
+) -> Wakes:
     """A million wakes of `path` (near, far) at a steady `STEADY_RATE` a second, without what the
     stack pays at rest meanwhile: the run's usage less that of its twin with no wake. `traced`: the
-    functions with active tracing, whose sampled invocations X-Ray charges as traces."""
+    functions with active tracing, whose sampled invocations X-Ray charges as traces; `traceable`:
+    those `Tracing=Active` would trace (priced aside, in `xray_if_active_usd`)."""
     scenario = Scenario(f"steady, {path}", round(STEADY_RATE * seconds), path=path, rate_per_s=STEADY_RATE, warm=True)
     outcome = run(scenario, deployment)
     with counted_logs() as logs:
@@ -114,11 +125,15 @@ def per_million(deployment: Deployment, path: str, traced: Set[str], seconds: fl
     marginal = report.world_usage(outcome.world, outcome.log_bytes) - report.world_usage(twin, logs.bytes)
     each = marginal / len(outcome.wakes)
     memory = {f.name: f.memory_mb / 1024 for f in outcome.world.functions}
-    traces = sum(
-        cost.traces_a_second(n * STEADY_RATE) / STEADY_RATE for name, n in each.invocations.items() if name in traced
+
+    def traces(functions: Set[str]) -> float:
+        a_second = [cost.traces_a_second(n * STEADY_RATE) for name, n in each.invocations.items() if name in functions]
+        return sum(a_second) / STEADY_RATE
+
+    xray = cost.Line(XRAY, traces(traced), "traces", traces(traced) * cost.PRICE_TRACE * 1e6)
+    return Wakes(
+        [*cost.lines(each, memory, deployment.quiet_functions), xray], traces(traceable) * cost.PRICE_TRACE * 1e6
     )
-    xray = cost.Line("X-Ray traces", traces, "traces", traces * cost.PRICE_TRACE * 1e6)
-    return Wakes([*cost.lines(each, memory), xray])
 
 
 def dollars(usd: float) -> str:
@@ -212,14 +227,28 @@ def bill(parameters: Mapping[str, str], steady_s: float = STEADY_S) -> str:
     template = load_template(TEMPLATE)
     resolver = Resolver(template, stack_name="cost", parameter_overrides=dict(parameters))
     deployment = from_template(TEMPLATE, parameters)
-    month = cost.idle_month(resolver, at_rest(deployment, resolver.condition("PlannerOn")))
+    rest = at_rest(deployment, resolver.condition("PlannerOn"))
+    month = cost.idle_month(resolver, rest)
     idle = sum(line.usd for line in month)
-    traced = {
-        logical_id
-        for logical_id, definition in template.of_type(SERVERLESS_FUNCTION)
-        if cost.function_properties(resolver, definition).get("Tracing") == "Active"
-    }
-    near, far = (per_million(deployment, path, traced, steady_s) for path in ("near", "far"))
+    # The same stack with X-Ray on (`Tracing=Active`), priced beside it: an operator's choice.
+    active = Resolver(template, stack_name="cost", parameter_overrides={**parameters, "Tracing": "Active"})
+    idle_if_active = sum(line.usd for line in cost.idle_month(active, rest))
+
+    def traced_by(resolver: Resolver) -> set[str]:
+        return {
+            logical_id
+            for logical_id, definition in template.of_type(SERVERLESS_FUNCTION)
+            if cost.function_properties(resolver, definition).get("Tracing") == "Active"
+        }
+
+    traced, traceable = traced_by(resolver), traced_by(active)
+    near, far = (per_million(deployment, path, traced, steady_s, traceable) for path in ("near", "far"))
+    xray = (
+        f"X-Ray (Tracing={resolver.ref('Tracing')}): with Tracing=Active the stack at rest costs "
+        f"${idle_if_active:.2f} a month, and a million wakes "
+        f"${near.usd_if_active:.2f} near, ${far.usd_if_active:.2f} far "
+        "(Lambda's sampling of an active function: the first request each second and 5% of the rest)."
+    )
     pollers = deployment.minimum_pollers or 0
     given = ", ".join(f"{k}={v}" for k, v in parameters.items()) or "none (template.yaml's defaults)"
     return "\n\n".join(
@@ -231,6 +260,7 @@ def bill(parameters: Mapping[str, str], steady_s: float = STEADY_S) -> str:
             "## A month with wakes (the month at rest, and each wake at the steady rate's price)\n\n"
             + volumes_table(idle, near, far),
             burst_note(pollers, resolver, deployment),
+            xray,
             f"idle stack per month: ${idle:.2f}\ntotal per million wakes: near ${near.usd:.2f}, far ${far.usd:.2f}",
         ]
     )

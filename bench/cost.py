@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import table
+from wakeup_awsfacts.lambda_logging import logs_system_lines
 from wakeup_awsfacts.template import SERVERLESS_FUNCTION, Resolver, load_template
 from wakeup_sim import capacity
 
@@ -97,7 +98,7 @@ HISTORY_WRITE_UNITS = 1
 HISTORY_PUT = "dynamodb:PutItem"
 HISTORY_BUDGET_USD_PER_MILLION = 0.70
 
-LAMBDA_OWN_LOG_BYTES = 350
+LAMBDA_OWN_LOG_BYTES = 350  # START, END and REPORT of an invocation
 _WRITES = ("dynamodb:UpdateItem", "dynamodb:DeleteItem")
 # The event source's receives and deletes, where counted (the simulator); the bench estimates them
 # from its batches instead.
@@ -199,8 +200,9 @@ class Line:
     usd_per_million: float
 
 
-def lines(usage: Usage, memory: float | Mapping[str, float]) -> list[Line]:
-    """The cost of `usage`, line by line; `memory`: each function's GB by logical id (or one for all)."""
+def lines(usage: Usage, memory: float | Mapping[str, float], quiet: frozenset[str] = frozenset()) -> list[Line]:
+    """The cost of `usage`, line by line; `memory`: each function's GB by logical id (or one for all);
+    `quiet`: the functions whose `START`, `END` and `REPORT` Lambda does not log."""
     reads = usage.read_units
     if reads is None:
         reads = usage.requests.get("dynamodb:GetItem", 0) + 0.5 * usage.requests.get("dynamodb:Query", 0)
@@ -214,9 +216,10 @@ def lines(usage: Usage, memory: float | Mapping[str, float]) -> list[Line]:
     sqs = sum(usage.requests.get(name, 0) for name in _SQS) + 2 * usage.sqs_batches
     secrets = usage.requests.get("secretsmanager:GetSecretValue", 0)
     invocations = sum(usage.invocations.values())
+    logged = sum(n for function, n in usage.invocations.items() if function not in quiet)
     gb = memory if isinstance(memory, Mapping) else dict.fromkeys(usage.seconds, memory)
     gb_seconds = sum(seconds * gb[function] for function, seconds in usage.seconds.items())
-    log_gb = (usage.log_bytes + LAMBDA_OWN_LOG_BYTES * invocations) / 1e9
+    log_gb = (usage.log_bytes + LAMBDA_OWN_LOG_BYTES * logged) / 1e9
     million = 1e6
     return [
         Line("API Gateway requests", usage.api_requests, "requests", usage.api_requests * PRICE_API_REQUEST * million),
@@ -349,7 +352,8 @@ def idle_month(resolver: Resolver, at_rest: AtRest) -> list[MonthLine]:
             # The default sampling rule records the first request each second (`traces_a_second`): a
             # run a minute is always traced.
             month.append(MonthLine(f"{logical_id} X-Ray traces", runs, "traces", PRICE_TRACE))
-        gb_logged = runs * (run.log_bytes + LAMBDA_OWN_LOG_BYTES) / 1e9
+        own = LAMBDA_OWN_LOG_BYTES if logs_system_lines(properties) else 0
+        gb_logged = runs * (run.log_bytes + own) / 1e9
         logged_gb += gb_logged
         # What the log group holds once its retention is reached (logs are billed compressed; counted
         # here as ingested, so this is an upper bound).

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from wakeup_local.functions import SYSTEM_LOG_LEVEL_ENV
 from wakeup_local.lambda_logs import Report, prefix
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,7 +195,13 @@ class BenchStack:
         self._stderr: IO[str] = tempfile.NamedTemporaryFile(
             "w", prefix="wakeup-bench-stack-", suffix=".log", delete=False
         )
-        environment = {**os.environ, **env, "BENCH_FUNCTION_OUTPUT": self._output.name}
+        # The REPORT lines the meters read, whatever the template's SystemLogLevel.
+        environment = {
+            **os.environ,
+            SYSTEM_LOG_LEVEL_ENV: "INFO",
+            **env,
+            "BENCH_FUNCTION_OUTPUT": self._output.name,
+        }
         self._process = subprocess.Popen(
             [sys.executable, "-m", module],
             cwd=ROOT,

@@ -74,6 +74,8 @@ class EnvironmentSettings:
     memory_mb: int
     timeout_s: float
     variables: dict[str, str]
+    # Lambda's `START`, `END` and `REPORT`: printed unless LoggingConfig's SystemLogLevel is WARN.
+    system_lines: bool = True
 
 
 class ExecutionEnvironment:
@@ -146,7 +148,7 @@ class ExecutionEnvironment:
             raise EnvironmentGone(f"environment {self.pid} of {self.settings.logical_id} has exited")
         request_id = str(uuid.uuid4())
         timeout_s = self.settings.timeout_s
-        self._platform(start_line(request_id))
+        self._system(start_line(request_id))
         started = time.monotonic()
         self._api.hand(
             Invocation(
@@ -166,17 +168,19 @@ class ExecutionEnvironment:
         if signal is None:
             message = timeout_line(request_id, timeout_s)
             self._kill()
-            self._platform(message, end_line(request_id))
+            # The timeout's own line is kept: it is no INFO line of Lambda's.
+            self._platform(message)
+            self._system(end_line(request_id))
             self._report(request_id, timeout_s * 1000, memory_mb, init_ms, status="timeout")
             raise FunctionError("Sandbox.Timedout", message)
         if signal.kind == "exit":
-            self._platform(end_line(request_id))
+            self._system(end_line(request_id))
             self._report(request_id, duration_ms, memory_mb, init_ms, status="error", error_type="Runtime.ExitError")
             self.alive = False
             raise FunctionError(
                 "Runtime.ExitError", f"RequestId: {request_id} Error: Runtime exited with error: {signal.body.decode()}"
             )
-        self._platform(end_line(request_id))
+        self._system(end_line(request_id))
         self._report(request_id, duration_ms, memory_mb, init_ms)
         if signal.kind == "error":
             error = _error_document(signal.body, signal.error_type or "Unhandled")
@@ -226,6 +230,11 @@ class ExecutionEnvironment:
         data = b"".join(self._marker + line.encode() + b"\n" for line in lines)
         os.write(self._write_fd, data)
 
+    def _system(self, line: str) -> None:
+        """A system log line at INFO (`START`, `END`, `REPORT`), which SystemLogLevel WARN drops."""
+        if self.settings.system_lines:
+            self._platform(line)
+
     def _report(
         self,
         request_id: str,
@@ -238,7 +247,7 @@ class ExecutionEnvironment:
         report = Report.of(
             request_id, duration_ms, self.settings.memory_mb, memory_mb, init_ms, status=status, error_type=error_type
         )
-        self._platform(report.line())
+        self._system(report.line())
 
     def _max_memory_used_mb(self) -> int:
         """The process's peak resident memory (what Lambda reports as Max Memory Used)."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wakeup_awsfacts.lambda_logging import SYSTEM_LEVELS_WITH_REPORT, logs_system_lines
 from wakeup_awsfacts.quotas import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 from wakeup_awsfacts.template import (
     NO_VALUE,
@@ -53,6 +54,10 @@ CLIENT_VARIABLES = frozenset({"WAKEUP_URL", "WAKEUP_ACCOUNT_TOKEN", "WAKEUP_TOKE
 # The local stack's own settings for the environments.
 CONCURRENCY_ENV = "WAKEUP_LOCAL_CONCURRENCY"
 IDLE_ENV = "WAKEUP_LOCAL_IDLE_S"
+# Every function's system log level in place of its LoggingConfig's: INFO gives the `REPORT` lines
+# that `make bench` and the calibration read, as Lambda's Telemetry API gives `platform.report` to
+# a subscriber whatever the log level.
+SYSTEM_LOG_LEVEL_ENV = "WAKEUP_LOCAL_SYSTEM_LOG_LEVEL"
 # Concurrent environments of a function without ReservedConcurrentExecutions (on AWS the account's
 # 1,000 unreserved; here each is a process of about 60 MB).
 DEFAULT_CONCURRENCY = 16
@@ -77,6 +82,17 @@ class FunctionSpec:
     runtime: str = DEFAULT_RUNTIME
     reserved_concurrency: int | None = None
     log_group: str = ""
+    # LoggingConfig: Lambda filters by level only in the JSON format ("Log-level filtering").
+    log_format: str = "Text"
+    application_log_level: str = ""
+    system_log_level: str = ""
+
+    def system_lines(self, override: str = "") -> bool:
+        """Whether Lambda prints this function's `START`, `END` and `REPORT` (system logs at INFO)."""
+        if override:
+            return override in SYSTEM_LEVELS_WITH_REPORT
+        config = {"LogFormat": self.log_format, "SystemLogLevel": self.system_log_level or "INFO"}
+        return logs_system_lines({"LoggingConfig": config})
 
 
 def runtime_variables(spec: FunctionSpec, region: str, endpoint_url: str) -> dict[str, str]:
@@ -113,6 +129,14 @@ def runtime_variables(spec: FunctionSpec, region: str, endpoint_url: str) -> dic
         "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
         "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
         "AWS_LAMBDA_LOG_GROUP_NAME": spec.log_group or f"/aws/lambda/{spec.name}",
+        # The runtime client formats and filters the application's log records by these, as on
+        # Lambda, and Powertools' Logger takes its level from the second.
+        **({"AWS_LAMBDA_LOG_FORMAT": "JSON"} if spec.log_format == "JSON" else {}),
+        **(
+            {"AWS_LAMBDA_LOG_LEVEL": spec.application_log_level}
+            if spec.log_format == "JSON" and spec.application_log_level
+            else {}
+        ),
         "LAMBDA_TASK_ROOT": str(spec.code_dir),
         "LAMBDA_RUNTIME_DIR": str(site),
         "TZ": ":UTC",
@@ -225,6 +249,7 @@ def make_functions(
     """
     concurrency = int(settings.get(CONCURRENCY_ENV) or DEFAULT_CONCURRENCY)
     idle_s = float(settings.get(IDLE_ENV) or DEFAULT_IDLE_S)
+    system_log_level = settings.get(SYSTEM_LOG_LEVEL_ENV) or ""
     functions = []
     for spec in specs:
         environment = EnvironmentSettings(
@@ -235,6 +260,7 @@ def make_functions(
             memory_mb=spec.memory_mb,
             timeout_s=spec.timeout_s,
             variables=runtime_variables(spec, region, endpoint_url),
+            system_lines=spec.system_lines(system_log_level),
         )
 
         def make(environment: EnvironmentSettings = environment) -> ExecutionEnvironment:
@@ -284,6 +310,7 @@ def _spec(
     name = resolver.physical_name(logical_id)
     code_dir = (template.base_dir / code_uri).resolve()
     layer_dirs = tuple(_layer_dirs(properties.get("Layers") or [], template, resolver))
+    logging_config = resolver.resolve(properties.get("LoggingConfig") or {})
     for folder in (code_dir, *layer_dirs):
         if not folder.is_dir():
             raise TemplateError(f"{logical_id}: the folder {folder} does not exist")
@@ -300,7 +327,10 @@ def _spec(
         layer_dirs=layer_dirs,
         runtime=str(resolver.resolve(properties.get("Runtime", DEFAULT_RUNTIME))),
         reserved_concurrency=_optional_int(resolver.resolve(properties.get("ReservedConcurrentExecutions"))),
-        log_group=str(resolver.resolve((properties.get("LoggingConfig") or {}).get("LogGroup")) or ""),
+        log_group=str(logging_config.get("LogGroup") or ""),
+        log_format=str(logging_config.get("LogFormat") or "Text"),
+        application_log_level=str(logging_config.get("ApplicationLogLevel") or ""),
+        system_log_level=str(logging_config.get("SystemLogLevel") or ""),
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from wakeup.settings import Settings
 from wakeup_awsfacts.dynamodb import TABLE_READ_UNITS_PER_S, TABLE_WRITE_UNITS_PER_S, Index, indexes_of
+from wakeup_awsfacts.lambda_logging import logs_system_lines
 from wakeup_awsfacts.quotas import (
     ACCOUNT_CONCURRENCY,
     DEFAULT_MEMORY_MB,
@@ -67,6 +68,8 @@ class Deployment:
     account_concurrency: int = ACCOUNT_CONCURRENCY
     scheduler_invocations_per_s: float = SCHEDULER_INVOCATIONS_PER_S
     overrides: dict[str, Any] = field(default_factory=dict)
+    # The functions whose START, END and REPORT Lambda does not log (LoggingConfig's SystemLogLevel).
+    quiet_functions: frozenset[str] = frozenset()
 
     def but(self, **changes: Any) -> "Deployment":
         """This deployment with some settings changed (a lever tried)."""
@@ -127,6 +130,15 @@ def from_template(path: Path = TEMPLATE, parameters: Mapping[str, str] | None = 
         recursive_loop_allowed=caller_properties.get("RecursiveLoop", "Terminate") == "Allow",
         api_rate=float(defaults["ApiThrottlingRateLimit"]),
         api_burst=float(defaults["ApiThrottlingBurstLimit"]),
+        quiet_functions=frozenset(
+            name
+            for name, properties in (
+                ("CallerFunction", caller_properties),
+                ("WakeFunction", wake_properties),
+                ("SweeperFunction", sweeper_properties),
+            )
+            if not logs_system_lines(properties)
+        ),
         table_write_units_per_s=float(warm.get("WriteUnitsPerSecond", TABLE_WRITE_UNITS_PER_S)),
         table_read_units_per_s=float(warm.get("ReadUnitsPerSecond", TABLE_READ_UNITS_PER_S)),
     )

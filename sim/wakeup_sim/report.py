@@ -108,7 +108,7 @@ def world_usage(world: World, log_bytes: float, count: int = 1) -> cost.Usage:
 def cost_lines(outcome: Outcome) -> list[cost.Line]:
     """What a wake cost, line by line, each function's duration at its own memory."""
     memory = {f.name: f.memory_mb / 1024 for f in outcome.world.functions}
-    return cost.lines(usage(outcome), memory)
+    return cost.lines(usage(outcome), memory, outcome.world.deployment.quiet_functions)
 
 
 def usd_per_million(outcome: Outcome) -> float:

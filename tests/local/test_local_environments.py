@@ -14,7 +14,7 @@ import pytest
 import requests
 from localstack_helpers import RECORDS_ENV, StartStack, handler_records, wait_until
 
-from wakeup_local.functions import FunctionError, runtime_variables
+from wakeup_local.functions import SYSTEM_LOG_LEVEL_ENV, FunctionError, runtime_variables
 from wakeup_local.lambda_logs import Report
 from wakeup_local.stack import LocalStack
 
@@ -186,3 +186,41 @@ def test_concurrent_clients_each_get_their_own_reply(module_stack: LocalStack) -
     with ThreadPoolExecutor(16) as pool:
         seen = list(pool.map(client, range(16)))
     assert seen == [[f"/items/{number}-{turn}" for turn in range(10)] for number in range(16)]
+
+
+def system_lines(log: str, logical_id: str) -> list[str]:
+    words = [line.split(" ", 2)[1] for line in log.splitlines() if line.startswith(f"[{logical_id}] ")]
+    return [word for word in words if word in ("START", "END", "REPORT")]
+
+
+def test_a_function_whose_system_log_level_is_warn_has_no_start_end_or_report_lines(
+    start_stack: StartStack, tmp_path: Path
+) -> None:
+    # given a function whose LoggingConfig is JSON, application logs at DEBUG, system logs at WARN
+    log = tmp_path / "functions.log"
+    with log.open("w") as out:
+        stack = start_stack(function_log=out)
+        quiet = get(stack, "/other-env")
+        get(stack, "/env")
+        stack.stop()  # every environment's output copied
+    # then its runtime is told the format and level, as Lambda tells it
+    assert (quiet["environment"]["AWS_LAMBDA_LOG_FORMAT"], quiet["environment"]["AWS_LAMBDA_LOG_LEVEL"]) == (
+        "JSON",
+        "DEBUG",
+    )
+    # and Lambda's INFO lines are left out of its log only, not of a function in the text format
+    assert system_lines(log.read_text(), "OtherEnvFunction") == []
+    assert system_lines(log.read_text(), "EnvFunction") == ["START", "END", "REPORT"]
+
+
+def test_the_stack_can_log_every_functions_report_whatever_its_system_log_level(
+    start_stack: StartStack, tmp_path: Path
+) -> None:
+    # given the stack told to log system lines at INFO (as make bench and the calibration run it)
+    log = tmp_path / "functions.log"
+    with log.open("w") as out:
+        stack = start_stack(function_log=out, env={SYSTEM_LOG_LEVEL_ENV: "INFO"})
+        get(stack, "/other-env")
+        stack.stop()
+    # then the quiet function's invocation has its START, END and REPORT
+    assert system_lines(log.read_text(), "OtherEnvFunction") == ["START", "END", "REPORT"]

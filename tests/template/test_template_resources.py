@@ -113,7 +113,8 @@ def test_globals_give_every_function_the_runtime_tracing_layer_and_settings(
 
     assert function_globals["Runtime"] == "python3.13"
     assert function_globals["Architectures"] == ["arm64"]
-    assert function_globals["Tracing"] == "Active"
+    assert function_globals["Tracing"] == {"Ref": "Tracing"}
+    assert template["Parameters"]["Tracing"]["Default"] == "PassThrough"
     assert function_globals["Layers"] == [{"Ref": "WakeupLayer"}]
     assert variables == {
         "POWERTOOLS_METRICS_NAMESPACE": "Wakeup",
@@ -184,6 +185,20 @@ def test_each_function_logs_to_its_own_log_group_with_retention(template: dict[s
 
     assert log_group["Type"] == "AWS::Logs::LogGroup"
     assert log_group["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+
+
+@pytest.mark.parametrize("logical_id", sorted(SERVICE_OF_FUNCTION))
+def test_each_function_logs_json_without_lambdas_own_lines_and_its_application_at_info_at_least(
+    template: dict[str, Any], logical_id: str
+) -> None:
+    config = template["Resources"][logical_id]["Properties"]["LoggingConfig"]
+    # JSON: Lambda filters by level only in that format ("Log-level filtering").
+    assert config["LogFormat"] == "JSON"
+    assert config["SystemLogLevel"] == {"Ref": "SystemLogLevel"}
+    assert template["Parameters"]["SystemLogLevel"]["Default"] == "WARN"
+    # DEBUG when LogLevel asks for it, else INFO: the metrics' EMF lines have no level (INFO).
+    assert config["ApplicationLogLevel"] == {"Fn::If": ["LogsDebug", "DEBUG", "INFO"]}
+    assert template["Conditions"]["LogsDebug"] == {"Fn::Equals": [{"Ref": "LogLevel"}, "DEBUG"]}
 
 
 def test_function_log_groups_are_not_shared(template: dict[str, Any]) -> None:
@@ -276,8 +291,8 @@ def test_the_templates_defaults_are_sized_for_a_burst_of_ten_thousand(template: 
     # allows up to 100 (wakeup.logic.planner).
     assert (defaults["CallerMinimumPollers"], defaults["CallerMaximumPollers"]) == (0, 100)
     assert defaults["PlannerEnabled"] == "true"
-    # The caller waits out its wakes' second at 256 MB; the planner gives it 1,024 for a burst.
-    assert (defaults["CallerMemorySize"], defaults["CallerBurstMemorySize"]) == (256, 1024)
+    # The caller waits out its wakes' second at 128 MB; the planner gives it 1,024 for a burst.
+    assert (defaults["CallerMemorySize"], defaults["CallerBurstMemorySize"]) == (128, 1024)
     assert defaults["WakeMemorySize"] == 512
     assert (defaults["TableWarmWriteUnitsPerSecond"], defaults["TableWarmReadUnitsPerSecond"]) == (40000, 12000)
     # The account's API Gateway quota ("Amazon API Gateway quotas"): 10,000 a second, a burst of 5,000.

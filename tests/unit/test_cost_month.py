@@ -1,6 +1,7 @@
 """`make cost` (`bench.bill`, `bench.cost.idle_month`, `bench.parameters`): what a deployment costs."""
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 
 import pytest
@@ -99,9 +100,9 @@ def test_a_rate_is_a_rate_the_steady_window_does_not_change_a_wakes_price() -> N
 def test_memory_moves_the_price_of_a_wake() -> None:
     traced: set[str] = set()
     default = bill.per_million(from_template(), "near", traced, 10)
-    smaller = bill.per_million(from_template(TEMPLATE, {"CallerMemorySize": "128"}), "near", traced, 10)
+    larger = bill.per_million(from_template(TEMPLATE, {"CallerMemorySize": "256"}), "near", traced, 10)
     duration = {line.item: line.usd_per_million for line in default.lines}["Lambda duration"]
-    assert {line.item: line.usd_per_million for line in smaller.lines}["Lambda duration"] < duration
+    assert {line.item: line.usd_per_million for line in larger.lines}["Lambda duration"] > duration
 
 
 @pytest.mark.parametrize(
@@ -161,3 +162,33 @@ def test_the_idle_month_with_the_defaults_is_at_most_eight_dollars() -> None:
     idle = month()
     assert idle["provisioned event pollers (CallerMinimumPollers)"].usd == 0
     assert sum(line.usd for line in idle.values()) <= 8.00
+
+
+def test_x_ray_is_paid_only_when_the_tracing_parameter_turns_it_on() -> None:
+    traces = "SweeperFunction X-Ray traces"
+    assert traces not in month()
+    assert month({"Tracing": "Active"})[traces].quantity == pytest.approx(730 * 60)
+
+
+def test_the_price_with_tracing_on_is_printed_beside_the_default() -> None:
+    printed = bill.bill({}, steady_s=TINY_STEADY_S)
+    near, far = map(float, re.findall(r"total per million wakes: near \$([\d.]+), far \$([\d.]+)", printed)[0])
+    found = re.search(
+        r"Tracing=Active the stack at rest costs \$([\d.]+) a month.* \$([\d.]+) near, \$([\d.]+) far", printed
+    )
+    assert found is not None
+    idle = float(re.findall(r"idle stack per month: \$([\d.]+)", printed)[0])
+    assert float(found[1]) > idle and float(found[2]) > near and float(found[3]) > far
+
+
+def test_lambdas_own_log_lines_are_paid_only_when_the_system_log_level_logs_them() -> None:
+    logs = "log ingestion of what runs at rest"
+    assert month({"SystemLogLevel": "INFO"})[logs].usd > month()[logs].usd
+    default, info = (from_template(TEMPLATE, overrides) for overrides in ({}, {"SystemLogLevel": "INFO"}))
+    assert default.quiet_functions == {"CallerFunction", "WakeFunction", "SweeperFunction"}
+    assert info.quiet_functions == frozenset()
+    wake = cost.Usage(invocations=Counter({"CallerFunction": 1}))
+    own = cost.LAMBDA_OWN_LOG_BYTES / 1e3
+    assert {line.item: line.quantity for line in cost.lines(wake, 1.0)}["CloudWatch Logs"] == pytest.approx(own)
+    quiet = cost.lines(wake, 1.0, default.quiet_functions)
+    assert {line.item: line.quantity for line in quiet}["CloudWatch Logs"] == 0

@@ -256,14 +256,14 @@ def test_a_disabled_mapping_takes_an_update_and_one_under_way_does_not():
 
 # The caller's memory at rest and for a burst, as template.yaml sets them (CallerMemorySize,
 # CallerBurstMemorySize).
-SIZED = DEFAULTS.model_copy(update={"rest_memory_mb": 256, "burst_memory_mb": 1024})
+SIZED = DEFAULTS.model_copy(update={"rest_memory_mb": 128, "burst_memory_mb": 1024})
 
 
 class FakeCaller:
     """`CallerMemory` as Lambda's API behaves: an update applies `delay_s` after it is sent, and
     another is refused while it applies."""
 
-    def __init__(self, memory_mb: int = 256, delay_s: int = 0) -> None:
+    def __init__(self, memory_mb: int = 128, delay_s: int = 0) -> None:
         self.memory_mb = memory_mb
         self.delay_s = delay_s
         self.clock = 0
@@ -303,11 +303,11 @@ def test_once_the_burst_has_passed_the_caller_gets_its_resting_memory_back():
 
     result = run(FakeIndex({}), mapping, SIZED, NOW, caller)
 
-    assert result.memory_mb == 256 and caller.updates == [(0, 256)]
+    assert result.memory_mb == 128 and caller.updates == [(0, 128)]
 
 
 def test_a_caller_already_at_the_planned_memory_is_left_alone():
-    caller = FakeCaller(memory_mb=256)
+    caller = FakeCaller(memory_mb=128)
 
     result = run(FakeIndex({}), FakeMapping(), SIZED, NOW, caller)
 

@@ -100,14 +100,14 @@ def test_a_burst_registered_over_the_minutes_before_it_is_on_time_with_the_plann
 
 
 def test_a_burst_registered_before_the_planners_lead_has_the_callers_burst_memory_at_its_second() -> None:
-    # given the template's caller: 256 MB at rest, 1,024 for a burst (CallerBurstMemorySize)
+    # given the template's caller: 128 MB at rest, 1,024 for a burst (CallerBurstMemorySize)
     deployment = from_template()
     settings = settings_for(deployment)
     registered = [(START + 60, BURST_AT)] * 10_000
 
     # then the planner's runs have given it its burst memory by the burst's second
     raised = raised_for(BURST_AT, registered, settings, START, deployment.caller_memory_mb)
-    assert (deployment.caller_memory_mb, raised.memory_mb) == (256, 1024)
+    assert (deployment.caller_memory_mb, raised.memory_mb) == (128, 1024)
     assert planned(deployment, registered, START)[0].caller_memory_mb == 1024
 
 
@@ -117,4 +117,4 @@ def test_a_burst_with_no_warning_meets_the_callers_resting_memory() -> None:
     registered = [(BURST_AT - 60, BURST_AT)] * 10_000
 
     # then the caller still has its resting memory at the second (the burst is late, as unplanned)
-    assert planned(deployment, registered, START)[0].caller_memory_mb == 256
+    assert planned(deployment, registered, START)[0].caller_memory_mb == 128
