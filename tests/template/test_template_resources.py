@@ -293,7 +293,7 @@ def test_the_templates_defaults_are_sized_for_a_burst_of_ten_thousand(template: 
     assert defaults["PlannerEnabled"] == "true"
     # The caller waits out its wakes' second at 128 MB; the planner gives it 1,024 for a burst.
     assert (defaults["CallerMemorySize"], defaults["CallerBurstMemorySize"]) == (128, 1024)
-    assert defaults["WakeMemorySize"] == 512
+    assert defaults["WakeMemorySize"] == 384  # a far wake under $8.50 a million, registrations still accepted
     assert (defaults["TableWarmWriteUnitsPerSecond"], defaults["TableWarmReadUnitsPerSecond"]) == (40000, 12000)
     # The account's API Gateway quota ("Amazon API Gateway quotas"): 10,000 a second, a burst of 5,000.
     assert (defaults["ApiThrottlingRateLimit"], defaults["ApiThrottlingBurstLimit"]) == (10000, 5000)
