@@ -293,9 +293,7 @@ def test_a_long_poll_returns_a_delayed_message_as_it_comes_due(fixed_moto: str) 
     sqs = _sqs(fixed_moto)
     queue = sqs.create_queue(QueueName=f"q-{uuid.uuid4().hex[:12]}")["QueueUrl"]
     with ThreadPoolExecutor(1) as pool:
-        poll = pool.submit(
-            sqs.receive_message, QueueUrl=queue, WaitTimeSeconds=5, MessageSystemAttributeNames=["All"]
-        )
+        poll = pool.submit(sqs.receive_message, QueueUrl=queue, WaitTimeSeconds=5, MessageSystemAttributeNames=["All"])
         # The poll must be waiting before the send: the send's delay is what is timed.
         time.sleep(0.2)
         # when a message is sent with a 1 s delay
