@@ -306,7 +306,7 @@ class SqsPoller:
                 concurrency.release(worked=False)
                 concurrency.queue_empty()
                 continue
-            concurrency.messages_remain(len(messages))
+            concurrency.received(len(messages))
             pool.submit(self._work, source, messages, concurrency)
 
     def _receive_or_nothing(self, source: SqsEventSource, wait_s: int = 0) -> list[MessageTypeDef]:
