@@ -40,7 +40,7 @@ from wakeup_awsfacts.sqs_scaling import Scaling
 from wakeup_awsfacts.template import Resolver, load_template
 from wakeup_local.functions import CONCURRENCY_ENV, DEFAULT_CONCURRENCY
 from wakeup_local.request_counter import COUNTS_PATH
-from wakeup_local.sqs_poller import POLL_INTERVAL_S, scaling_of
+from wakeup_local.sqs_poller import scaling_of
 from wakeup_local.stack import SWEEP_PERIOD_ENV, LocalStack
 from wakeup_sim.deployment import ROOT, TEMPLATE
 from wakeup_sim.profile import Profile
@@ -286,7 +286,8 @@ def measure() -> Measured:
         batch_service_cpu_s=2 * moto_per_request,
         batch_cpu_s=stack["batches"],
         message_cpu_s=stack["wakes"],
-        poll_interval_s=POLL_INTERVAL_S,
+        # The local poller long-polls as Lambda's does: a message is received as it comes due.
+        poll_interval_s=0.0,
         scaling=scaling,
     )
     return Measured(profile, rounds, loadavg)

@@ -26,6 +26,11 @@ Each is applied once, and only if moto still has what it replaces (a newer moto 
   is it delayed), through `unix_time_millis`, which builds two datetimes and subtracts them: about
   10 us a call, so 1,000 delayed messages cost every receive 20 ms, and an idle poller, looking 20
   times a second, half a core. SQS's module gets the same clock read from `time.time()`.
+- moto's long poll (`ReceiveMessage` with `WaitTimeSeconds`) wakes when a message is sent, but a
+  delayed message coming due, or one whose visibility timeout ends, waits for its next one-second
+  look. SQS's long poll returns as soon as a message is available ("Amazon SQS short and long
+  polling", SQS developer guide), so the wait here ends when the next message becomes visible (or
+  one is sent), and the local poller long-polls instead of asking 20 times a second.
 - moto's `BaseResponse.call_action` lists the methods of the request's response class, with
   `inspect.getmembers`, on every request (a tenth of a DynamoDB read's CPU): a class's methods do
   not change while the process runs, so each class is listed once.
@@ -213,6 +218,24 @@ def fast_unix_time_millis(dt: Any = None) -> float:
     return fast_unix_time(dt) * 1000.0
 
 
+# A message is visible once the clock is past its `visible_at` and `delayed_until` (milliseconds).
+_VISIBLE_MARGIN_S = 0.001
+
+
+def wait_for_a_visible_message(self: Any, timeout: float) -> None:
+    """moto's `Queue.wait_for_messages`: returns once the queue holds a visible message, or after
+    `timeout` s; wakes for a message sent (moto notifies) and for one that comes due meanwhile."""
+    deadline = time.time() + timeout
+    with self._messages_lock:
+        while not self.messages:
+            now = time.time()
+            coming = [max(message.visible_at, message.delayed_until) / 1000 for message in self._messages]
+            wake = min([due + _VISIBLE_MARGIN_S for due in coming if due >= now - _VISIBLE_MARGIN_S] + [deadline])
+            if now >= deadline:
+                return
+            self._messages_lock.wait(wake - now)
+
+
 @functools.cache
 def method_names_of(clazz: type) -> frozenset[str]:
     """moto's `method_names_from_class`, once per class (its callers only ask what it contains)."""
@@ -329,6 +352,10 @@ def apply(mapping_update_s: float = 0.0) -> None:
         setattr(sqs_models, "unix_time_millis", fast_unix_time_millis)  # noqa: B010
     else:
         log.warning("moto changed: its SQS clock is not replaced (receiving may be slow)")
+    if hasattr(Queue, "wait_for_messages") and hasattr(Queue, "messages"):
+        setattr(Queue, "wait_for_messages", wait_for_a_visible_message)  # noqa: B010 - a method replaced on purpose
+    else:
+        log.warning("moto changed: its SQS long poll is not replaced (a due message may wait a second)")
     if getattr(core_responses, "method_names_from_class", None) is moto_utils.method_names_from_class:
         setattr(core_responses, "method_names_from_class", method_names_of)  # noqa: B010 - cached on purpose
     else:

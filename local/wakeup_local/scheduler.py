@@ -47,6 +47,9 @@ InvokeAsync = Callable[[LocalFunction, Any], Any]
 # Scheduler fires a one-time schedule anywhere within the minute it names.
 FIRING_WINDOW_S = SCHEDULER_WINDOW_S
 POLL_INTERVAL_S = 0.2
+# How long one read of the changes waits for a change (request_counter.py), when nothing is due
+# sooner: stopping waits for at most this.
+CHANGES_WAIT_S = 1.0
 
 _AT = re.compile(r"at\((\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\)")
 _RATE = re.compile(r"rate\((\d+)\s+(minute|minutes|hour|hours|day|days)\)")
@@ -115,10 +118,12 @@ class ScheduleWatcher:
         exact: bool = False,
         rng: random.Random | None = None,
         poll_interval_s: float = POLL_INTERVAL_S,
-        changes: Callable[[], int | None] | None = None,
+        changes: Callable[[int | None, float], int | None] | None = None,
     ) -> None:
-        """`changes`: how many changes the schedules have had so far (None: unknown); the schedules
-        are listed again only when it moved. Without it they are listed at each poll."""
+        """`changes(seen, wait_s)`: how many changes the schedules have had so far (None: unknown),
+        waiting up to `wait_s` for a count other than `seen`; the schedules are listed again only
+        when it moved, and the watcher waits in it instead of polling. Without it they are listed at
+        each poll."""
         self._scheduler = scheduler
         self._changes = changes
         self._seen_changes: int | None = None
@@ -147,8 +152,10 @@ class ScheduleWatcher:
     def _run(self) -> None:
         next_poll = 0.0
         while not self._stopping.is_set():
+            upcoming = [item.due for item in self._watched.values() if item.due is not None]
+            wait_s = max(0.0, min([time.time() + CHANGES_WAIT_S, *upcoming]) - time.time())
             try:
-                next_poll = self._round(next_poll)
+                next_poll = self._round(next_poll, wait_s)
             except Exception:
                 # A schedule moto accepted but this code did not foresee must not stop the others.
                 log.exception("the local Scheduler failed a round; it goes on")
@@ -156,14 +163,17 @@ class ScheduleWatcher:
             upcoming = [item.due for item in self._watched.values() if item.due is not None]
             self._stopping.wait(max(0.0, min([next_poll, *upcoming]) - time.time()))
 
-    def _round(self, next_poll: float) -> float:
-        """Reads moto when it is time to, fires what is due; returns when to read moto next."""
+    def _round(self, next_poll: float, wait_s: float = 0.0) -> float:
+        """Reads moto when it is time to (waiting up to `wait_s` for a change, when it counts
+        them), fires what is due; returns when to read moto next."""
         if time.time() >= next_poll:
-            changes = self._changes() if self._changes is not None else None
+            changes = self._changes(self._seen_changes, wait_s) if self._changes is not None else None
             if changes is None or changes != self._seen_changes:
                 # Read before the listing: a change made during it moves the count again.
                 self._seen_changes = changes if self._refresh() else None
-            next_poll = time.time() + self._poll_interval_s
+            # Having waited in moto for a change, read again at once; else poll.
+            waited = self._seen_changes is not None and wait_s > 0
+            next_poll = time.time() + (0.0 if waited else self._poll_interval_s)
         for watched in sorted(self._due(time.time()), key=lambda item: item.due or 0.0):
             self._fire(watched)
         return next_poll

@@ -4,8 +4,8 @@ Each mapping works as many batches at once as Lambda's scaling allows (`wakeup_a
 messages appear, up to 300 more a minute while they remain, capped by `ScalingConfig` or the
 function's bound; `ProvisionedPollerConfig` for provisioned mode; a change of either through
 Lambda's API once it applies, `reconfigure` from mappings.py). One receiver per mapping
-short-polls the queue (moto's long polling only wakes for new messages, not for delayed ones coming
-due) whenever a slot is free, gathers records up to `BatchSize` for at most
+long-polls the queue (moto's long poll, as fixed in moto_fixes.py, returns as soon as a message is
+visible, a delayed one coming due included) whenever a slot is free, gathers records up to `BatchSize` for at most
 `MaximumBatchingWindowInSeconds` from the first one, and hands the batch to a worker that invokes
 the function and deletes what succeeded, then receives the next batch itself while messages remain
 (one batch is gathered at a time by the receiver). A batch the handler
@@ -52,8 +52,11 @@ MAX_BATCH_SIZE = 10_000
 MAX_FIFO_BATCH_SIZE = 10
 MAX_BATCHING_WINDOW_S = 300
 LARGEST_BATCH_WITHOUT_WINDOW = 10
-# How often an idle receiver looks again: a message is handed over this soon after it is visible.
+# How often a receiver looks for a free slot, and gathers more of a batching window's records.
 POLL_INTERVAL_S = 0.05
+# An idle receiver's long poll (SQS's shortest is 1 s): a message is handed over as soon as it is
+# visible, and stopping waits for at most this.
+LONG_POLL_S = 1
 
 
 @dataclass(frozen=True)
@@ -298,26 +301,27 @@ class SqsPoller:
             # while waiting.
             if not concurrency.acquire(timeout=self._poll_interval_s):
                 continue
-            messages = self._receive_or_nothing(source)
+            messages = self._receive_or_nothing(source, wait_s=LONG_POLL_S)
             if not messages:
                 concurrency.release(worked=False)
                 concurrency.queue_empty()
-                self._stopping.wait(self._poll_interval_s)
                 continue
-            concurrency.messages_remain(len(messages))
+            concurrency.received(len(messages))
             pool.submit(self._work, source, messages, concurrency)
 
-    def _receive_or_nothing(self, source: SqsEventSource) -> list[MessageTypeDef]:
+    def _receive_or_nothing(self, source: SqsEventSource, wait_s: int = 0) -> list[MessageTypeDef]:
         try:
-            return self._receive(source)
+            return self._receive(source, wait_s)
         except Exception:
             # The mapping keeps polling whatever happened, as Lambda's does.
             log.exception("receiving from %s failed", source.queue.name)
+            self._stopping.wait(self._poll_interval_s)
             return []
 
-    def _receive(self, source: SqsEventSource) -> list[MessageTypeDef]:
-        """A batch: what the queue holds now, up to the batch size; with a batching window, what
-        comes within the window after the first record as well."""
+    def _receive(self, source: SqsEventSource, wait_s: int = 0) -> list[MessageTypeDef]:
+        """A batch: what the queue holds now, up to the batch size, or what comes within `wait_s`
+        (a long poll); with a batching window, what comes within the window after the first record
+        as well."""
         messages: list[MessageTypeDef] = []
         gather_until: float | None = None
         while len(messages) < source.batch_size:
@@ -325,7 +329,7 @@ class SqsPoller:
             received = self._sqs.receive_message(
                 QueueUrl=source.queue.url,
                 MaxNumberOfMessages=wanted,
-                WaitTimeSeconds=0,
+                WaitTimeSeconds=0 if messages else wait_s,
                 MessageSystemAttributeNames=["All"],
                 MessageAttributeNames=["All"],
             ).get("Messages", [])

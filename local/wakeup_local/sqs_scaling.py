@@ -45,13 +45,15 @@ class Counters:
 
 class Concurrency:
     """The slots of one mapping: a poll holds one while it receives, and keeps it for the batch it
-    found until the batch is done. Only batches are sampled, not idle polls."""
+    found until the batch is done. Only batches are sampled and counted in flight, not idle polls
+    (the receiver's long poll holds its slot most of the time while the queue is empty)."""
 
     def __init__(self, scaling: Scaling, clock: Callable[[], float] = time.monotonic) -> None:
         self.scaling = scaling
         self._clock = clock
         self._target = scaling.initial
         self._in_flight = 0
+        self._receiving = 0  # slots held by a poll that has found nothing yet
         self._growing_since: float | None = None  # set while messages remain
         self._changed = threading.Condition()
         self._batches = 0
@@ -69,15 +71,24 @@ class Concurrency:
                 if self._in_flight >= self._target:
                     return False
             self._in_flight += 1
+            self._receiving += 1
             return True
 
     def release(self, *, worked: bool) -> None:
         """Gives a slot back: `worked`, after its batch; else after a poll that found nothing."""
         with self._changed:
             self._in_flight -= 1
+            if not worked:
+                self._receiving -= 1
             if worked:
                 self._sample()
             self._changed.notify()
+
+    def received(self, batch: int) -> None:
+        """The poll that took a slot (`acquire`) found a batch: the slot is now working."""
+        with self._changed:
+            self._receiving -= 1
+            self.messages_remain(batch)
 
     def messages_remain(self, batch: int) -> None:
         """A receive found a batch (its slot is now working): the mapping grows from now on while
@@ -88,7 +99,7 @@ class Concurrency:
                 self._growing_since = now
             self._batches += 1
             self._messages += batch
-            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+            self._max_in_flight = max(self._max_in_flight, self._working())
             self._sample(now)
 
     def queue_empty(self) -> None:
@@ -118,7 +129,7 @@ class Concurrency:
                 self._batches,
                 self._messages,
                 self._max_in_flight,
-                self._in_flight,
+                self._working(),
                 self._target,
                 list(self._samples),
                 self.scaling,
@@ -138,5 +149,8 @@ class Concurrency:
             self._growing_since += added * interval
             self._sample()
 
+    def _working(self) -> int:
+        return self._in_flight - self._receiving
+
     def _sample(self, now: float | None = None) -> None:
-        self._samples.append(Sample(self._clock() if now is None else now, self._in_flight, self._target))
+        self._samples.append(Sample(self._clock() if now is None else now, self._working(), self._target))

@@ -16,6 +16,7 @@ import logging
 import os
 import random
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -310,9 +311,14 @@ class LocalStack:
         """Stops everything that started, in reverse order; safe to call more than once."""
         if self._gateway is not None:
             self._gateway.stop()
-        for part in (self._recurring, self._watcher, self._mapping_watcher, self._poller, self._async):
-            if part is not None:
-                part.stop()
+        # At once: the poller and the Scheduler may each be in a wait of up to a second in moto.
+        parts = [
+            part for part in (self._recurring, self._watcher, self._mapping_watcher, self._poller) if part is not None
+        ]
+        with ThreadPoolExecutor(max(len(parts), 1), thread_name_prefix="stopping") as stopping:
+            list(stopping.map(lambda part: part.stop(), parts))
+        if self._async is not None:
+            self._async.stop()  # last: the others invoke through it
         self._recurring = self._watcher = self._mapping_watcher = self._poller = self._async = None
         self.functions.stop()
         if self._clients is not None:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
@@ -279,6 +281,45 @@ def test_sqs_clock_reads_what_moto_s_own_reads() -> None:
     before = unix_time_millis()
     now = moto_fixes.fast_unix_time_millis()
     assert before - 1 <= now <= unix_time_millis() + 1
+
+
+def _sqs(endpoint: str) -> Any:
+    return boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1")
+
+
+def test_a_long_poll_returns_a_delayed_message_as_it_comes_due(fixed_moto: str) -> None:
+    # given a long poll waiting on an empty queue (moto's own wakes only once a second, so it hands
+    # over a message coming due just after one of those moments most of a second late)
+    sqs = _sqs(fixed_moto)
+    queue = sqs.create_queue(QueueName=f"q-{uuid.uuid4().hex[:12]}")["QueueUrl"]
+    with ThreadPoolExecutor(1) as pool:
+        poll = pool.submit(sqs.receive_message, QueueUrl=queue, WaitTimeSeconds=5, MessageSystemAttributeNames=["All"])
+        # The poll must be waiting before the send: the send's delay is what is timed.
+        time.sleep(0.2)
+        # when a message is sent with a 1 s delay
+        sqs.send_message(QueueUrl=queue, MessageBody="due", DelaySeconds=1)
+        (message,) = poll.result(timeout=10)["Messages"]
+    # then the poll returns it as it comes due (SQS's long poll returns once a message is available)
+    attributes = message["Attributes"]
+    due = int(attributes["SentTimestamp"]) / 1000 + 1
+    received = int(attributes["ApproximateFirstReceiveTimestamp"]) / 1000
+    assert due <= received < due + 0.4
+
+
+def test_a_long_poll_on_an_empty_queue_waits_its_time_and_returns_a_message_sent_meanwhile(fixed_moto: str) -> None:
+    sqs = _sqs(fixed_moto)
+    queue = sqs.create_queue(QueueName=f"q-{uuid.uuid4().hex[:12]}")["QueueUrl"]
+    # given an empty queue, then a long poll waits its WaitTimeSeconds and returns nothing
+    started = time.monotonic()
+    assert "Messages" not in sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1)
+    assert time.monotonic() - started >= 1.0
+    # and a message sent while one waits is returned long before its WaitTimeSeconds
+    with ThreadPoolExecutor(1) as pool:
+        started = time.monotonic()
+        poll = pool.submit(sqs.receive_message, QueueUrl=queue, WaitTimeSeconds=20)
+        sqs.send_message(QueueUrl=queue, MessageBody="now")
+        assert [message["Body"] for message in poll.result(timeout=30)["Messages"]] == ["now"]
+    assert time.monotonic() - started < 10
 
 
 def test_a_response_class_s_methods_are_moto_s_own_list() -> None:

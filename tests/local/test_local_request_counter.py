@@ -1,9 +1,11 @@
 """moto's request counter: the functions' AWS requests by operation, the local stack's own left out."""
 
 import json
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import boto3
 import pytest
@@ -70,3 +72,23 @@ def test_changes_to_schedules_are_counted_whoever_makes_them_and_reads_are_not(m
 def test_without_a_counting_moto_the_changes_are_unknown() -> None:
     # a port nothing answers on (the discard port): the local Scheduler then lists at each poll
     assert scheduler_changes("http://127.0.0.1:9") is None
+
+
+def test_a_read_of_the_changes_waits_for_a_change_and_answers_as_one_is_made(moto: MotoProcess) -> None:
+    own = make_clients(moto.endpoint_url, "us-east-1")
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    own.scheduler.create_schedule_group(Name=group)
+    seen = scheduler_changes(moto.endpoint_url)
+    assert seen is not None
+    # given nothing changes, then a read that waits for a change answers the same count after its wait
+    started = time.monotonic()
+    assert scheduler_changes(moto.endpoint_url, seen, wait_s=1.0) == seen
+    assert time.monotonic() - started >= 1.0
+    # and when a change is made while a read waits, it answers the new count before its wait ends
+    with ThreadPoolExecutor(1) as pool:
+        started = time.monotonic()
+        waiting = pool.submit(scheduler_changes, moto.endpoint_url, seen, 5.0)
+        own.scheduler.delete_schedule_group(Name=group)
+        assert waiting.result(timeout=10) == seen + 1
+    assert time.monotonic() - started < 4.0
+    own.close()

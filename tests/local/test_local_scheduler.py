@@ -350,3 +350,27 @@ def test_the_schedules_are_listed_again_only_after_a_change() -> None:
     finally:
         clients.close()
         moto.stop()
+
+
+def test_between_changes_the_watcher_waits_in_moto_and_then_reads_again_at_once() -> None:
+    # given a watcher that has listed its group once
+    moto = MotoProcess()
+    moto.start()
+    clients = make_clients(moto.endpoint_url, "us-east-1")
+    try:
+        group = f"g-{uuid.uuid4().hex[:8]}"
+        clients.scheduler.create_schedule_group(Name=group)
+        scheduler = _ListingCounted(clients.scheduler)
+        changes = functools.partial(scheduler_changes, moto.endpoint_url)
+        watcher = ScheduleWatcher(scheduler, [group], Functions([]), lambda function, event: None, changes=changes)
+        watcher._round(0.0)
+        # when a round may wait a second for a change and none comes
+        started = time.time()
+        next_poll = watcher._round(0.0, wait_s=1.0)
+        # then it waited that second in one read, listed nothing more, and reads again at once
+        assert time.time() - started >= 1.0
+        assert scheduler.listings == 1
+        assert next_poll <= time.time()
+    finally:
+        clients.close()
+        moto.stop()

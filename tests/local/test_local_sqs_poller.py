@@ -56,9 +56,9 @@ def received_at(record: dict[str, Any]) -> float:
     return int(record["attributes"]["ApproximateFirstReceiveTimestamp"]) / 1000
 
 
-# How late after it is due the poller may receive a message. It reads every 0.05 s; the rest is what a
-# loaded machine (two test workers and another process on two cores) takes to run its thread. A poller
-# that waited for a long poll or a visibility timeout would be seconds late.
+# How late after it is due the poller may receive a message. Its long poll returns as the message comes
+# due; the rest is what a loaded machine (two test workers and another process on two cores) takes to run
+# its thread. A poller that waited out its long poll or a visibility timeout would be seconds late.
 RECEIVED_WITHIN_S = 1.0
 
 
