@@ -62,7 +62,7 @@ DEFAULT_GROWTH_PER_S = 300 / 60
 # only with a batching window"): without a window a batch is counted as half the batch size.
 UNWINDOWED_BATCH_SHARE = 0.5
 # Below this many wakes in a run's window (541 s by default, about one a minute) the caller keeps
-# its burst memory, which then costs about a dollar a month more at most (docs/operations.md, "The
+# its burst memory, which then costs under a dollar a month more (docs/operations.md, "The
 # planner"); above it Lambda keeps its environments warm and the resting memory is right.
 QUIET_WAKES = 10
 
