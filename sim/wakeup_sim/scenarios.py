@@ -20,7 +20,7 @@ T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z, a whole minute
 NEAR_LEAD_S = (120.0, 600.0)  # registered 2 to 10 minutes ahead: SQS all the way
 FAR_LEAD_S = (1800.0, 3600.0)  # 30 to 60 minutes ahead: a one-time schedule, then SQS
 SETTLE_S = 900.0  # after the last wake's time, how long the world runs on (retries, sweeps)
-QUIET_WAKES = 36  # a wake every 10 minutes: six hours
+QUIET_SCENARIO_WAKES = 36  # a wake every 10 minutes: six hours
 
 
 @dataclass(frozen=True)
@@ -233,7 +233,7 @@ SCENARIOS = [
     *(
         Scenario(
             f"a wake every 10 minutes on an idle stack{'' if planner else ', planner off'}",
-            QUIET_WAKES,
+            QUIET_SCENARIO_WAKES,
             rate_per_s=1 / 600,
             reclaimed_after_s=300.0,
             planner=planner,
