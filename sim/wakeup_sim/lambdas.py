@@ -35,6 +35,7 @@ class Account:
 @dataclass
 class Environment:
     cpu: Cpu
+    idle_since: float = 0.0
 
 
 @dataclass
@@ -55,6 +56,10 @@ class Function:
     # What a cold start does beyond its init's CPU, in the environment (the local stack's caller
     # reads its signing keys and makes its clients on its first invocation): None, nothing.
     on_cold_start: Callable[[], None] | None = None
+    # Lambda reclaims an environment idle this long (None: never). AWS names no time (the Shutdown
+    # phase of "Understanding the Lambda execution environment lifecycle"): a scenario that needs it
+    # sets it, an assumption.
+    reclaim_idle_s: float | None = None
     idle: list[Environment] = field(default_factory=list)
     running: int = 0
     peak: int = 0
@@ -80,6 +85,9 @@ class Function:
         `hops`: how many SQS-invoked invocations of this function led to this one."""
         if self.account.in_use >= self.account.limit:
             raise Throttled(self.name)
+        if self.reclaim_idle_s is not None:
+            kept_since = self.engine.now - self.reclaim_idle_s
+            self.idle = [e for e in self.idle if e.idle_since >= kept_since]
         if not self.idle:
             if self._scaling is None:
                 self._scaling = Bucket(quotas.SCALING_ENVIRONMENTS_PER_S, quotas.SCALING_BURST, self.engine.now)
@@ -112,6 +120,7 @@ class Function:
             self.billed_s += self.engine.now - started
             self.running -= 1
             self.account.in_use -= 1
+            environment.idle_since = self.engine.now
             self.idle.append(environment)
 
     def invoke_async(self, payload: Any) -> None:

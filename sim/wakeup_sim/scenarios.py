@@ -20,6 +20,7 @@ T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z, a whole minute
 NEAR_LEAD_S = (120.0, 600.0)  # registered 2 to 10 minutes ahead: SQS all the way
 FAR_LEAD_S = (1800.0, 3600.0)  # 30 to 60 minutes ahead: a one-time schedule, then SQS
 SETTLE_S = 900.0  # after the last wake's time, how long the world runs on (retries, sweeps)
+QUIET_SCENARIO_WAKES = 36  # a wake every 10 minutes: six hours
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,8 @@ class Scenario:
     # The planner raises pollers for a burst the schedule shows (template.yaml's PlannerEnabled);
     # False: it fails throughout, and the burst meets Lambda's default scaling.
     planner: bool = True
+    # Lambda reclaims a function's environment idle this long (None: never; `lambdas.Function`).
+    reclaimed_after_s: float | None = None
 
 
 @dataclass
@@ -121,10 +124,12 @@ def _lay_out(scenario: Scenario, deployment: Deployment, profile: Profile) -> _S
 
 
 def _planned(scenario: Scenario, deployment: Deployment, profile: Profile) -> tuple[Deployment, float]:
-    """With the planner on (`Scenario.planner`), a burst at one second runs with the pollers and the
-    caller's memory the planner's runs put in effect by its second (wakeup_sim.planner), and the
-    EPU-seconds of the pollers it raised; a scenario that sets its own pollers (a lever) keeps them."""
-    if not scenario.planner or scenario.rate_per_s or scenario.registering_within_s:
+    """With the planner on (`Scenario.planner`), a burst at one second, or a rate on a cold stack,
+    runs with the pollers and the caller's memory the planner's runs put in effect by its first wake
+    (wakeup_sim.planner), and the EPU-seconds of the pollers it raised; a scenario that sets its own
+    pollers (a lever) keeps them. A warm rate's stack was at that rate before: the planner had it
+    at rest already (its window busy), as the deployment has it."""
+    if not scenario.planner or scenario.rate_per_s and scenario.warm or scenario.registering_within_s:
         return deployment, 0.0
     with counted_logs():  # the planner's log lines are not the scenario's
         setting = _lay_out(scenario, deployment, profile)
@@ -143,6 +148,8 @@ def run(scenario: Scenario, deployment: Deployment, profile: Profile = AWS) -> O
     with counted_logs() as logs, no_cyclic_collection():
         setting = _lay_out(scenario, deployment, profile)
         world, wakes, dues = setting.world, setting.wakes, setting.dues
+        for function in world.functions:
+            function.reclaim_idle_s = scenario.reclaimed_after_s
         if scenario.failing_for_s:
             world.hosts.failing_until[wakes[0].url] = setting.start_due + scenario.failing_for_s
         for wake, due, when in zip(wakes, dues, setting.registered, strict=True):
@@ -221,4 +228,16 @@ SCENARIOS = [
     Scenario("10,000 hosts register in one second", 10000, registering_within_s=1.0),
     Scenario("10,000 hosts register far wakes in one second", 10000, path="far", registering_within_s=1.0),
     Scenario("one host failing for two days", 1, failing_for_s=2 * 86400),
+    # A quiet stack (a new user's first, a small deployment): each wake mostly meets a cold caller,
+    # Lambda having reclaimed its environment (assumed after 5 minutes idle; AWS names no time).
+    *(
+        Scenario(
+            f"a wake every 10 minutes on an idle stack{'' if planner else ', planner off'}",
+            QUIET_SCENARIO_WAKES,
+            rate_per_s=1 / 600,
+            reclaimed_after_s=300.0,
+            planner=planner,
+        )
+        for planner in (True, False)
+    ),
 ]

@@ -25,6 +25,7 @@ from moto_env import (
 from sample_events import load_event
 
 from wakeup.event_source import CallerFunction, CallerMapping, FunctionBusyError, MappingBusyError
+from wakeup.logic.planner import QUIET_WAKES
 from wakeup.table.pending import PendingIndex
 from wakeup.times import now
 
@@ -109,7 +110,7 @@ def test_a_coming_burst_turns_provisioned_mode_on(
     assert counted(capsys.readouterr().out, "PlannedPollers") == 5
 
 
-def test_a_coming_burst_gives_the_caller_its_burst_memory_and_then_its_resting_memory_back(
+def test_the_callers_memory_is_its_burst_size_for_a_burst_and_a_quiet_stack_and_its_resting_one_for_a_rate(
     env: Deployed, lambda_client: Any, mapping_uuid: str, metrics_namespace: None
 ) -> None:
     # given the caller's two sizes (template.yaml's CallerMemorySize and CallerBurstMemorySize) and a
@@ -126,11 +127,21 @@ def test_a_coming_burst_gives_the_caller_its_burst_memory_and_then_its_resting_m
         assert tick(planner)["memory_mb"] == 1024
         assert memory_of(lambda_client, mapping_uuid) == 1024
 
-        # and once no burst is coming (the wakes replaced by one far off), its resting memory back
+        # and once the burst has passed and a steady rate fills the window (a wake every 10 s, no
+        # burst), its resting memory back
+        instances += [env.new_instance(URL) for _ in range(2 * QUIET_WAKES + 1 - BURST)]
+        start = now() + timedelta(seconds=30)
+        for index, instance in enumerate(instances):
+            env.new_wake(instance, start + timedelta(seconds=10 * index))
+        assert tick(planner)["memory_mb"] == 256
+        assert memory_of(lambda_client, mapping_uuid) == 256
+
+        # and once the stack is quiet (the wakes replaced by ones hours off), its burst memory again:
+        # a quiet stack's wakes meet cold starts
         for instance in instances:
             env.new_wake(instance, now() + timedelta(hours=2))
-        assert tick(planner)["memory_mb"] == 256
-    assert memory_of(lambda_client, mapping_uuid) == 256
+        assert tick(planner)["memory_mb"] == 1024
+    assert memory_of(lambda_client, mapping_uuid) == 1024
 
 
 def test_with_no_burst_coming_provisioned_mode_is_turned_off(

@@ -3,11 +3,13 @@ raised, and that provisioned mode is off again once the burst has passed."""
 
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wakeup.event_source import FunctionBusyError, MappingBusyError, MappingState
 from wakeup.logic.planner import (
+    QUIET_WAKES,
     SQS_MIN_POLLERS,
     Plan,
     PlannerSettings,
@@ -296,22 +298,75 @@ def test_a_coming_burst_gives_the_caller_its_burst_memory_with_its_pollers():
     assert caller.updates == [(0, 1024)]
 
 
-def test_once_the_burst_has_passed_the_caller_gets_its_resting_memory_back():
+def steady(wakes: int, now: int = NOW) -> dict[int, int]:
+    """`wakes` due one at a time, evenly over the five minutes from `now`: a rate, no burst."""
+    return {now + 300 * i // wakes: 1 for i in range(wakes)}
+
+
+def test_once_the_burst_has_passed_a_steady_rate_gets_the_callers_resting_memory_back():
     caller = FakeCaller(memory_mb=1024)
     mapping = FakeMapping()
     mapping.pollers = 100
 
-    result = run(FakeIndex({}), mapping, SIZED, NOW, caller)
+    result = run(FakeIndex(steady(2 * QUIET_WAKES + 1)), mapping, SIZED, NOW, caller)
 
     assert result.memory_mb == 128 and caller.updates == [(0, 128)]
+
+
+def test_a_quiet_stack_gives_the_caller_its_burst_memory():
+    # given the caller at rest and a wake every 10 minutes: each meets a cold start, ~5 s at 128 MB
+    caller = FakeCaller(memory_mb=128)
+
+    result = run(FakeIndex({NOW + 200: 1, NOW + 800: 1}), FakeMapping(), SIZED, NOW, caller)
+
+    assert result.plan.burst_at is None and result.memory_mb == 1024
+    assert caller.updates == [(0, 1024)]
 
 
 def test_a_caller_already_at_the_planned_memory_is_left_alone():
     caller = FakeCaller(memory_mb=128)
 
-    result = run(FakeIndex({}), FakeMapping(), SIZED, NOW, caller)
+    result = run(FakeIndex(steady(2 * QUIET_WAKES + 1)), FakeMapping(), SIZED, NOW, caller)
 
     assert result.memory_mb is None and caller.updates == []
+
+
+@pytest.mark.parametrize(
+    ("current_mb", "wakes", "memory_mb"),
+    [
+        (128, QUIET_WAKES - 1, 1024),  # at rest, below the threshold: up
+        (128, QUIET_WAKES, 128),  # at rest, between the threshold and twice it: stays
+        (128, 2 * QUIET_WAKES, 128),
+        (1024, QUIET_WAKES, 1024),  # raised, between: stays
+        (1024, 2 * QUIET_WAKES, 1024),
+        (1024, 2 * QUIET_WAKES + 1, 128),  # raised, above twice the threshold: down
+        (512, 2 * QUIET_WAKES, 1024),  # neither size (someone's update): counted as raised
+    ],
+)
+def test_the_callers_memory_changes_only_past_the_thresholds_band(current_mb, wakes, memory_mb):
+    # a rate near the threshold must not flip the memory (each change cold-starts every environment)
+    no_burst = Plan(pollers=None, burst_at=None, peak_wakes=0)
+
+    assert memory_for(no_burst, steady(wakes), current_mb, SIZED) == memory_mb
+
+
+def test_a_rate_wandering_about_the_threshold_changes_the_callers_memory_only_at_its_bands_edges():
+    # given a caller at rest and a window's wakes going up and down about the threshold
+    caller, mapping = FakeCaller(memory_mb=128), FakeMapping()
+    counts = [QUIET_WAKES, QUIET_WAKES - 1, QUIET_WAKES + 5, 2 * QUIET_WAKES, 2 * QUIET_WAKES + 1, QUIET_WAKES]
+    for minute, wakes in enumerate(counts):
+        # when the planner runs each minute
+        caller.tick(60 * minute)
+        run(FakeIndex(steady(wakes, NOW + 60 * minute)), mapping, SIZED, NOW + 60 * minute, caller)
+
+    # then it went up below the threshold and down only above twice it, no more
+    assert caller.updates == [(60, 1024), (240, 128)]
+
+
+def test_a_burst_gets_the_burst_memory_however_busy_the_window():
+    burst = Plan(pollers=100, burst_at=NOW, peak_wakes=10_000)
+
+    assert memory_for(burst, {NOW: 10_000, **steady(100)}, 128, SIZED) == 1024
 
 
 def test_a_caller_still_applying_an_update_is_left_to_the_next_run_and_the_pollers_are_still_raised():
@@ -330,7 +385,7 @@ def test_a_caller_still_applying_an_update_is_left_to_the_next_run_and_the_polle
 
 
 def test_without_both_sizes_the_planner_leaves_the_callers_memory_alone():
-    assert memory_for(Plan(pollers=100, burst_at=NOW, peak_wakes=10_000), DEFAULTS) is None
+    assert memory_for(Plan(pollers=100, burst_at=NOW, peak_wakes=10_000), {}, 128, DEFAULTS) is None
     caller = FakeCaller(memory_mb=999)
 
     run(FakeIndex({NOW + 300: 10_000}), FakeMapping(), DEFAULTS, NOW, caller)
@@ -345,10 +400,12 @@ def test_without_both_sizes_the_planner_leaves_the_callers_memory_alone():
     margin_s=st.integers(min_value=0, max_value=300),
 )
 def test_a_burst_the_schedule_shows_has_its_burst_memory_before_its_second(ahead_s, delay_s, margin_s):
-    # given a burst registered before the planner's lead, and a memory update taking `delay_s`
+    # given a burst registered before the planner's lead on a stack busy enough for the caller to
+    # rest (a wake every 10 s), and a memory update taking `delay_s`
     cfg = SIZED.model_copy(update={"update_delay_s": delay_s, "margin_s": margin_s})
     burst_at = NOW + cfg.lead_s + ahead_s
-    index, mapping, caller = FakeIndex({burst_at: 10_000}), FakeMapping(delay_s=delay_s), FakeCaller(delay_s=delay_s)
+    due = dict.fromkeys(range(NOW - cfg.after_s, burst_at + cfg.lead_s, 10), 1) | {burst_at: 10_000}
+    index, mapping, caller = FakeIndex(due), FakeMapping(delay_s=delay_s), FakeCaller(delay_s=delay_s)
 
     # when the planner runs every minute up to the burst's second
     for clock in range(NOW, burst_at + 1, cfg.period_s):

@@ -28,7 +28,8 @@ What AWS says, and what it does not (each page named where its figure is used):
 - The caller's memory is its CPU (a whole vCPU at 1,769 MB, "Configure Lambda function memory":
   https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html), and a burst's cold starts
   and calls need it where a steady rate's waiting does not: the planner gives the caller its burst
-  memory with the pollers and its resting memory back with them (`UpdateFunctionConfiguration`,
+  memory with the pollers, and also while the stack is quiet (its wakes meet cold starts): its
+  resting memory only while a steady rate keeps its environments warm (`UpdateFunctionConfiguration`,
   which applies asynchronously, `LastUpdateStatus` InProgress, and refuses another update meanwhile:
   https://docs.aws.amazon.com/lambda/latest/dg/functions-states.html). Each environment started
   after the update has the new size.
@@ -60,6 +61,10 @@ DEFAULT_GROWTH_PER_S = 300 / 60
 # returns, which the simulator measured at 5.7 a batch in a burst (docs/scaling.md, "Batches fill
 # only with a batching window"): without a window a batch is counted as half the batch size.
 UNWINDOWED_BATCH_SHARE = 0.5
+# Below this many wakes in a run's window (541 s by default, about one a minute) the caller keeps
+# its burst memory, which then costs under a dollar a month more (docs/operations.md, "The
+# planner"); above it Lambda keeps its environments warm and the resting memory is right.
+QUIET_WAKES = 10
 
 
 class PlannerSettings(BaseModel):
@@ -202,12 +207,24 @@ class CallerMemory(Protocol):
     def set_memory(self, memory_mb: int) -> None: ...
 
 
-def memory_for(wanted: Plan, settings: PlannerSettings) -> int | None:
-    """The caller's memory for the plan: its burst size while a burst is in the window, its resting
-    size otherwise; None: the planner leaves it alone (not configured)."""
+def memory_for(wanted: Plan, due: Mapping[int, int], current_mb: int, settings: PlannerSettings) -> int | None:
+    """The caller's memory for the plan and the window's wakes (`due`, per second), the caller at
+    `current_mb` now; None: the planner leaves it alone (not configured).
+
+    A burst gets the burst size. Otherwise the resting size only while the window holds a steady
+    rate (`QUIET_WAKES`) that keeps the caller's environments warm: a quiet stack's wake mostly
+    meets a cold start, about 5 s longer at 128 MB than at 1,024 (docs/operations.md), later than
+    the near wake's message is early. Each change gives every environment a cold start, so the
+    caller goes down to rest only above twice the threshold and back up only below it.
+    """
     if not settings.rest_memory_mb or not settings.burst_memory_mb:
         return None
-    return settings.burst_memory_mb if wanted.burst_at is not None else settings.rest_memory_mb
+    if wanted.burst_at is not None:
+        return settings.burst_memory_mb
+    wakes = sum(due.values())
+    at_rest = current_mb == settings.rest_memory_mb
+    busy = wakes >= QUIET_WAKES if at_rest else wakes > 2 * QUIET_WAKES
+    return settings.rest_memory_mb if busy else settings.burst_memory_mb
 
 
 @dataclass(frozen=True)
@@ -229,20 +246,22 @@ def run(
 
     It reads the index and changes the event source and the caller's memory, nothing else: it never
     touches a wake or a trigger, so a planner that fails leaves every wake to Lambda's default
-    scaling and the caller's resting memory, later.
+    scaling and the caller's memory as it was, later.
     """
     start, end = window(now_s, settings)
-    wanted = plan(due_per_second(index, start, end), now_s, settings)
+    due = due_per_second(index, start, end)
+    wanted = plan(due, now_s, settings)
     result = _set_pollers(source, wanted, settings)
-    memory = memory_for(wanted, settings)
-    if caller is None or memory is None:
+    if caller is None or not settings.rest_memory_mb or not settings.burst_memory_mb:
         return result
-    return replace(result, memory_mb=_set_memory(caller, memory))
-
-
-def _set_memory(caller: CallerMemory, memory_mb: int) -> int | None:
-    """Sets the caller's memory when it differs: the size set, or None (already so, or busy)."""
     before = caller.read_memory()
+    memory = memory_for(wanted, due, before, settings)
+    return result if memory is None else replace(result, memory_mb=_set_memory(caller, before, memory))
+
+
+def _set_memory(caller: CallerMemory, before: int, memory_mb: int) -> int | None:
+    """Sets the caller's memory when it differs from `before`: the size set, or None (already so,
+    or busy)."""
     if before == memory_mb:
         return None
     try:
