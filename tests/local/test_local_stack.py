@@ -60,6 +60,9 @@ def test_stopping_puts_the_environment_back_frees_the_port_and_ends_moto(monkeyp
         assert requests.get(f"{stack.url}/items/1", timeout=5).status_code == 201
     assert dict(os.environ) == before
     with socket.socket() as again:
+        # As the stack's own server binds (http.server's allow_reuse_address): a connection the
+        # gateway closed may hold the port in TIME_WAIT, which only a listener still open would outlast.
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         again.bind(("127.0.0.1", port))
     # moto's process, and the stack's AWS state with it, is gone
     with pytest.raises(requests.exceptions.ConnectionError):
@@ -90,6 +93,9 @@ def test_a_stack_that_cannot_start_stops_what_it_started(tmp_path: Path) -> None
         LocalStack(template, port=port, account_minter=fake_minter).start()
     assert dict(os.environ) == before
     with socket.socket() as again:
+        # As the stack's own server binds (http.server's allow_reuse_address): a connection the
+        # gateway closed may hold the port in TIME_WAIT, which only a listener still open would outlast.
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         again.bind(("127.0.0.1", port))
 
 
