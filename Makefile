@@ -33,10 +33,11 @@ lint: $(STAMP)
 # that time a stack, so that they never take a core from one. Four workers on two cores: most tests
 # wait on real time (a wake's second, a schedule's minute), so two would leave the cores half idle;
 # worksteal's even runs, each started with a slow test by tests/conftest.py, so that those run side
-# by side from the start.
+# by side from the start. Last, the burst marked `alone`, timed against the goal with no other stack.
 pytest: $(STAMP)
-	$(BIN)/pytest -n 4 --dist worksteal -m "not cpu_heavy"
+	$(BIN)/pytest -n 4 --dist worksteal -m "not cpu_heavy and not alone"
 	$(BIN)/pytest -n 2 -m cpu_heavy tests/unit
+	$(BIN)/pytest -m alone tests/e2e
 
 # docs/openapi.json from the code (tests/functional/test_openapi.py fails when it drifts).
 openapi: $(STAMP)

@@ -215,6 +215,9 @@ def unbounded_instances(make_stack: MakeStack) -> Iterator[Instances]:
     api.close()
 
 
+# A hundred calls at one instant hold the one-second goal on this machine's two cores only when no
+# other stack shares them: beside three other workers' stacks its median once came 2 s late.
+@pytest.mark.alone
 @pytest.mark.slow
 def test_a_hundred_wakes_due_at_one_second_are_each_called_once_on_time(
     unbounded_instances: Instances, host: WakeHost
