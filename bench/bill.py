@@ -32,7 +32,7 @@ from wakeup_awsfacts.template import SERVERLESS_FUNCTION, Resolver, load_templat
 from wakeup_sim import report
 from wakeup_sim.deployment import TEMPLATE, Deployment, from_template
 from wakeup_sim.planner import settings_for
-from wakeup_sim.scenarios import T0, Scenario, run
+from wakeup_sim.scenarios import SCENARIOS, T0, Scenario, run
 from wakeup_sim.world import World, counted_logs
 
 STEADY_RATE = 100  # wakes a second
@@ -118,6 +118,20 @@ def per_million(
     functions with active tracing, whose sampled invocations X-Ray charges as traces; `traceable`:
     those `Tracing=Active` would trace (priced aside, in `xray_if_active_usd`)."""
     scenario = Scenario(f"steady, {path}", round(STEADY_RATE * seconds), path=path, rate_per_s=STEADY_RATE, warm=True)
+    return priced(scenario, deployment, traced, traceable)
+
+
+def quiet_per_million(deployment: Deployment, path: str, traced: Set[str], traceable: Set[str] = frozenset()) -> Wakes:
+    """A million wakes of `path` on a quiet stack: `make simulate`'s wake every 10 minutes, each
+    meeting a cold caller at the memory the planner gives a quiet stack (wakeup.logic.planner)."""
+    [scenario] = [s for s in SCENARIOS if s.name.startswith("a wake every 10 minutes") and s.planner]
+    return priced(replace(scenario, path=path), deployment, traced, traceable)
+
+
+def priced(scenario: Scenario, deployment: Deployment, traced: Set[str], traceable: Set[str]) -> Wakes:
+    """`scenario`'s wakes priced line by line, less what its twin with no wake uses meanwhile."""
+    rate = scenario.rate_per_s
+    assert rate, "a scenario at a rate"
     outcome = run(scenario, deployment)
     with counted_logs() as logs:
         twin = World(deployment, start=T0, seed=scenario.seed, warm=scenario.warm)
@@ -127,8 +141,8 @@ def per_million(
     memory = {f.name: f.memory_mb / 1024 for f in outcome.world.functions}
 
     def traces(functions: Set[str]) -> float:
-        a_second = [cost.traces_a_second(n * STEADY_RATE) for name, n in each.invocations.items() if name in functions]
-        return sum(a_second) / STEADY_RATE
+        a_second = [cost.traces_a_second(n * rate) for name, n in each.invocations.items() if name in functions]
+        return sum(a_second) / rate
 
     xray = cost.Line(XRAY, traces(traced), "traces", traces(traced) * cost.PRICE_TRACE * 1e6)
     return Wakes(
@@ -164,17 +178,31 @@ def wakes_table(near: Wakes, far: Wakes) -> str:
     return table(["per wake → USD per million wakes", "near", "far"], rows)
 
 
-def volumes_table(idle: float, near: Wakes, far: Wakes) -> str:
+def volumes_table(idle: float, busy: tuple[Wakes, Wakes], quiet: tuple[Wakes, Wakes], quiet_below: float) -> str:
+    """The month at each of `WAKES_A_DAY`: a wake at the steady rate's price, or below `quiet_below` a
+    day (the planner's quiet stack, its caller at its burst memory) at the quiet stack's."""
     days = cost.MONTH_HOURS / 24
-    rows = [
-        [
-            f"{per_day:,}",
-            dollars(idle + per_day * days * near.usd / 1e6),
-            dollars(idle + per_day * days * far.usd / 1e6),
-        ]
-        for per_day in WAKES_A_DAY
-    ]
+    rows = []
+    for per_day in WAKES_A_DAY:
+        near, far = quiet if per_day < quiet_below else busy
+        rows.append(
+            [
+                f"{per_day:,}",
+                dollars(idle + per_day * days * near.usd / 1e6),
+                dollars(idle + per_day * days * far.usd / 1e6),
+            ]
+        )
     return table(["wakes a day", "a month, all near", "a month, all far"], rows)
+
+
+def quiet_below(resolver: Resolver, deployment: Deployment) -> float:
+    """Wakes a day under which the planner keeps the caller at its burst memory (a quiet stack:
+    fewer than `planner.QUIET_WAKES` in its window); 0 with the planner off or not setting memory."""
+    settings = planner_settings(resolver, deployment)
+    if not resolver.condition("PlannerOn") or not settings.burst_memory_mb:
+        return 0.0
+    start, end = planner.window(0, settings)
+    return planner.QUIET_WAKES / (end - start) * 86400
 
 
 def burst_note(pollers: int, resolver: Resolver, deployment: Deployment) -> str:
@@ -243,6 +271,8 @@ def bill(parameters: Mapping[str, str], steady_s: float = STEADY_S) -> str:
 
     traced, traceable = traced_by(resolver), traced_by(active)
     near, far = (per_million(deployment, path, traced, steady_s, traceable) for path in ("near", "far"))
+    quiet_near, quiet_far = (quiet_per_million(deployment, path, traced, traceable) for path in ("near", "far"))
+    quiet, below = (quiet_near, quiet_far), quiet_below(resolver, deployment)
     xray = (
         f"X-Ray (Tracing={resolver.ref('Tracing')}): with Tracing=Active the stack at rest costs "
         f"${idle_if_active:.2f} a month, and a million wakes "
@@ -257,8 +287,9 @@ def bill(parameters: Mapping[str, str], steady_s: float = STEADY_S) -> str:
             "## A month with no wake\n\n" + idle_table(month),
             f"## A million wakes, at a steady {STEADY_RATE} a second (the simulator, {steady_s:g} s of wakes; "
             "what the stack pays at rest meanwhile left out: it is in the month above)\n\n" + wakes_table(near, far),
-            "## A month with wakes (the month at rest, and each wake at the steady rate's price)\n\n"
-            + volumes_table(idle, near, far),
+            "## A month with wakes (the month at rest, and each wake at the steady rate's price; below "
+            f"{below:,.0f} wakes a day at a quiet stack's, a wake every 10 minutes)\n\n"
+            + volumes_table(idle, (near, far), quiet, below),
             burst_note(pollers, resolver, deployment),
             xray,
             f"idle stack per month: ${idle:.2f}\ntotal per million wakes: near ${near.usd:.2f}, far ${far.usd:.2f}",

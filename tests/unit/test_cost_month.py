@@ -97,6 +97,25 @@ def test_a_rate_is_a_rate_the_steady_window_does_not_change_a_wakes_price() -> N
     assert short == pytest.approx(longer, rel=0.02)
 
 
+def test_a_quiet_stacks_month_prices_its_wakes_at_the_memory_the_planner_gives_it() -> None:
+    # given the defaults: the caller at 128 MB, the planner giving it 1,024 while the stack is quiet
+    template = load_template(TEMPLATE)
+    resolver = Resolver(template, stack_name="cost")
+    deployment = from_template()
+    busy = bill.per_million(deployment, "near", set(), 10)
+    quiet = bill.quiet_per_million(deployment, "near", set())
+    below = bill.quiet_below(resolver, deployment)
+
+    # then a wake of a quiet stack (a cold caller at 1,024 MB) costs more than a busy one's, and a
+    # month at 1,000 wakes a day (quiet) is priced with it, one at 1,000,000 (busy) with the steady price
+    assert quiet.usd > busy.usd
+    assert 1_000 < below < 1_000_000
+    rows = bill.volumes_table(0.0, (busy, busy), (quiet, quiet), below)
+    days = cost.MONTH_HOURS / 24
+    assert bill.dollars(1_000 * days * quiet.usd / 1e6) in rows.splitlines()[2]
+    assert bill.dollars(1_000_000 * days * busy.usd / 1e6) in rows.splitlines()[3]
+
+
 def test_memory_moves_the_price_of_a_wake() -> None:
     traced: set[str] = set()
     default = bill.per_million(from_template(), "near", traced, 10)
