@@ -6,10 +6,15 @@ from typing import Any
 
 import requests
 
+# As long as API Gateway waits for an integration: "Maximum integration timeout: 30 seconds" (HTTP API quotas,
+# https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-quotas.html). A reply that
+# waits on cold starts on a loaded machine's shared cores took over 10 s in CI.
+TIMEOUT_S = 30.0
+
 
 class Api:
     def __init__(
-        self, base_url: str, token: str | None, timeout: float = 10.0, session: requests.Session | None = None
+        self, base_url: str, token: str | None, timeout: float = TIMEOUT_S, session: requests.Session | None = None
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.token = token
