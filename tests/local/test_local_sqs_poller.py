@@ -57,8 +57,9 @@ def received_at(record: dict[str, Any]) -> float:
 
 
 # How late after it is due the poller may receive a message. Its long poll returns as the message comes
-# due; the rest is what a loaded machine (two test workers and another process on two cores) takes to run
-# its thread. A poller that waited out its long poll or a visibility timeout would be seconds late.
+# due; the rest is what the machine takes to run its thread. A poller that waited out its long poll or a
+# visibility timeout would be seconds late. The two tests that time it run `alone` (make pytest's last
+# phase): beside three other workers' stacks on two cores, a hundred came 2.1 s late at the median.
 RECEIVED_WITHIN_S = 1.0
 
 
@@ -127,6 +128,7 @@ def test_without_report_batch_item_failures_a_returned_batch_is_deleted_whole(st
     assert len(handled(stack, "WholeBatchFunction", "fail-3")) == 1
 
 
+@pytest.mark.alone
 def test_a_delayed_message_is_handed_over_when_due_and_not_before(start_stack: StartStack) -> None:
     stack = start_stack()
     warm_up(stack, "QueueFunction", 1, NO_RECORDS)
@@ -137,6 +139,7 @@ def test_a_delayed_message_is_handed_over_when_due_and_not_before(start_stack: S
     assert due_at(record, delay_s=2) <= received_at(record) < due_at(record, delay_s=2) + RECEIVED_WITHIN_S
 
 
+@pytest.mark.alone
 def test_a_hundred_messages_due_at_once_are_all_received_within_a_second_and_handed_over(
     start_stack: StartStack,
 ) -> None:
