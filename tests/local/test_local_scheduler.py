@@ -9,6 +9,7 @@ import random
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from localstack_helpers import (
 )
 
 from wakeup_awsfacts.template import Resolver, Template
-from wakeup_local.aws import make_clients
+from wakeup_local.aws import AwsClients, make_clients
 from wakeup_local.environment_pool import EnvironmentPool
 from wakeup_local.functions import Functions, FunctionSpec, LocalFunction
 from wakeup_local.moto_process import MotoProcess
@@ -319,58 +320,65 @@ class _ListingCounted:
         return getattr(self._client, name)
 
 
-def test_the_schedules_are_listed_again_only_after_a_change() -> None:
+@dataclass
+class WatchedGroup:
+    """A schedule group in the local stack's moto and a watcher of it that counts its listings."""
+
+    clients: AwsClients
+    group: str
+    scheduler: _ListingCounted
+    watcher: ScheduleWatcher
+
+
+@pytest.fixture
+def watched_group() -> Iterator[WatchedGroup]:
+    moto = MotoProcess()
+    moto.start()
+    clients = make_clients(moto.endpoint_url, "us-east-1")
+    try:
+        group = f"g-{uuid.uuid4().hex[:8]}"
+        clients.scheduler.create_schedule_group(Name=group)
+        scheduler = _ListingCounted(clients.scheduler)
+        changes = functools.partial(scheduler_changes, moto.endpoint_url)
+        watcher = ScheduleWatcher(scheduler, [group], Functions([]), lambda function, event: None, changes=changes)
+        yield WatchedGroup(clients, group, scheduler, watcher)
+    finally:
+        clients.close()
+        moto.stop()
+
+
+def test_the_schedules_are_listed_again_only_after_a_change(watched_group: WatchedGroup) -> None:
     # given a watcher of a group in the local stack's moto, which counts the schedules' changes
-    moto = MotoProcess()
-    moto.start()
-    clients = make_clients(moto.endpoint_url, "us-east-1")
-    try:
-        group = f"g-{uuid.uuid4().hex[:8]}"
-        clients.scheduler.create_schedule_group(Name=group)
-        scheduler = _ListingCounted(clients.scheduler)
-        changes = functools.partial(scheduler_changes, moto.endpoint_url)
-        watcher = ScheduleWatcher(scheduler, [group], Functions([]), lambda function, event: None, changes=changes)
-        # when it polls three times with nothing changed
-        for _ in range(3):
-            watcher._round(0.0)
-        # then it listed once
-        assert scheduler.listings == 1
-        # and when a schedule is created, the next poll lists it, and the one after does not
-        clients.scheduler.create_schedule(
-            GroupName=group,
-            Name="s",
-            ScheduleExpression="at(2099-01-01T00:00:00)",
-            FlexibleTimeWindow={"Mode": "OFF"},
-            Target={"Arn": "arn:aws:lambda:us-east-1:123456789012:function:f", "RoleArn": "arn:aws:iam::1:role/r"},
-        )
+    watcher, scheduler = watched_group.watcher, watched_group.scheduler
+    # when it polls three times with nothing changed
+    for _ in range(3):
         watcher._round(0.0)
-        watcher._round(0.0)
-        assert scheduler.listings == 2
-        assert (group, "s") in watcher._watched
-    finally:
-        clients.close()
-        moto.stop()
+    # then it listed once
+    assert scheduler.listings == 1
+    # and when a schedule is created, the next poll lists it, and the one after does not
+    watched_group.clients.scheduler.create_schedule(
+        GroupName=watched_group.group,
+        Name="s",
+        ScheduleExpression="at(2099-01-01T00:00:00)",
+        FlexibleTimeWindow={"Mode": "OFF"},
+        Target={"Arn": "arn:aws:lambda:us-east-1:123456789012:function:f", "RoleArn": "arn:aws:iam::1:role/r"},
+    )
+    watcher._round(0.0)
+    watcher._round(0.0)
+    assert scheduler.listings == 2
+    assert (watched_group.group, "s") in watcher._watched
 
 
-def test_between_changes_the_watcher_waits_in_moto_and_then_reads_again_at_once() -> None:
+def test_between_changes_the_watcher_waits_in_moto_and_then_reads_again_at_once(
+    watched_group: WatchedGroup,
+) -> None:
     # given a watcher that has listed its group once
-    moto = MotoProcess()
-    moto.start()
-    clients = make_clients(moto.endpoint_url, "us-east-1")
-    try:
-        group = f"g-{uuid.uuid4().hex[:8]}"
-        clients.scheduler.create_schedule_group(Name=group)
-        scheduler = _ListingCounted(clients.scheduler)
-        changes = functools.partial(scheduler_changes, moto.endpoint_url)
-        watcher = ScheduleWatcher(scheduler, [group], Functions([]), lambda function, event: None, changes=changes)
-        watcher._round(0.0)
-        # when a round may wait a second for a change and none comes
-        started = time.time()
-        next_poll = watcher._round(0.0, wait_s=1.0)
-        # then it waited that second in one read, listed nothing more, and reads again at once
-        assert time.time() - started >= 1.0
-        assert scheduler.listings == 1
-        assert next_poll <= time.time()
-    finally:
-        clients.close()
-        moto.stop()
+    watcher, scheduler = watched_group.watcher, watched_group.scheduler
+    watcher._round(0.0)
+    # when a round may wait a second for a change and none comes
+    started = time.time()
+    next_poll = watcher._round(0.0, wait_s=1.0)
+    # then it waited that second in one read, listed nothing more, and reads again at once
+    assert time.time() - started >= 1.0
+    assert scheduler.listings == 1
+    assert next_poll <= time.time()
