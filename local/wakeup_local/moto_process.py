@@ -15,10 +15,8 @@ import argparse
 import logging
 import os
 import select
-import socket
 import subprocess
 import sys
-import threading
 import time
 
 from wakeup_local.child_process import stop_child
@@ -86,36 +84,22 @@ def main() -> int:
     parser.add_argument("--mapping-update-s", type=float, default=0.0)
     args = parser.parse_args()
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
-    from moto.moto_server.werkzeug_app import (
-        DomainDispatcherApplication,
-        MotoRequestHandler,
-        create_backend_app,
-    )
-    from werkzeug.serving import BaseWSGIServer, make_server
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
     from wakeup_local import moto_fixes
+    from wakeup_local.loopback_wsgi import LoopbackWsgiServer
+    from wakeup_local.moto_shortcut import MotoShortcut
     from wakeup_local.request_counter import RequestCounter
 
     moto_fixes.apply(mapping_update_s=args.mapping_update_s)
-
-    class Handler(MotoRequestHandler):
-        def setup(self) -> None:
-            # werkzeug writes a reply's headers and its body apart: with Nagle's algorithm the body
-            # waits for the client's delayed ACK of the headers, some 40 ms a request.
-            self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            super().setup()
-
-    # werkzeug listens with a queue of 128; a burst of wakes opens more connections than that at
-    # once (the local stack runs many invocations side by side), and the kernel drops the rest,
-    # whose clients resend only after a second.
-    BaseWSGIServer.request_queue_size = 1024
-    # moto's ThreadedMotoServer, with the functions' requests counted on the way (request_counter.py).
-    app = RequestCounter(DomainDispatcherApplication(create_backend_app))
-    server = make_server(LOOPBACK, 0, app, threaded=True, request_handler=Handler)
-    threading.Thread(target=server.serve_forever, name="moto", daemon=True).start()
-    port = server.server_address[1]
+    # moto's ThreadedMotoServer's application, with the functions' requests counted on the way
+    # (request_counter.py) and DynamoDB's and SQS's past Flask (moto_shortcut.py), behind a lighter
+    # server than werkzeug's (loopback_wsgi.py).
+    app = RequestCounter(MotoShortcut(DomainDispatcherApplication(create_backend_app)))
+    server = LoopbackWsgiServer(LOOPBACK, 0, app)
+    server.serve_in_thread("moto")
+    port = server.port
     sys.stdout.write(f"port={port}\n")
     sys.stdout.flush()
     sys.stdin.read()  # until the parent closes it

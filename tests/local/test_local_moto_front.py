@@ -1,0 +1,242 @@
+"""The local stack's front for moto (loopback_wsgi.py, moto_shortcut.py) answers as moto's own server.
+
+Both fronts serve one moto in this process: moto's `ThreadedMotoServer` (werkzeug's server, a Flask
+app per service) and the local stack's (its server, DynamoDB's and SQS's JSON requests straight to
+their handlers). They share moto's state, so a request sent to each must get the same answer.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import boto3
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from moto.server import ThreadedMotoServer
+
+from wakeup_local.loopback_wsgi import LoopbackWsgiServer
+from wakeup_local.moto_shortcut import HANDLERS, MotoShortcut
+
+REGION = "us-east-1"
+# Request ids and times differ from one answer to the next, whoever serves them.
+VOLATILE_HEADERS = {"date", "server", "x-amzn-requestid", "x-amz-crc32", "x-amz-id-2", "content-length", "connection"}
+AUTHORIZATION = (
+    "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20260101/us-east-1/{service}/aws4_request, SignedHeaders=host, Signature=0"
+)
+
+
+@pytest.fixture(scope="module")
+def moto_server() -> Iterator[str]:
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def front(moto_server: str) -> Iterator[str]:
+    server = LoopbackWsgiServer("127.0.0.1", 0, MotoShortcut(DomainDispatcherApplication(create_backend_app)))
+    server.serve_in_thread("moto-front")
+    yield f"127.0.0.1:{server.port}"
+    server.shutdown()
+    server.server_close()
+
+
+Reply = tuple[int, dict[str, str], bytes]
+
+
+def _send(address: str, target: str, body: bytes, *, method: str = "POST", path: str = "/") -> Reply:
+    host, port = address.split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    service = "dynamodb" if target.startswith("DynamoDB") else "sqs"
+    headers = {
+        "X-Amz-Target": target,
+        "Content-Type": "application/x-amz-json-1.0",
+        "Authorization": AUTHORIZATION.format(service=service),
+    }
+    try:
+        connection.request(method, path, body=body, headers=headers)
+        reply = connection.getresponse()
+        return reply.status, {name.lower(): value for name, value in reply.getheaders()}, reply.read()
+    finally:
+        connection.close()
+
+
+def _comparable(reply: Reply) -> tuple[int, dict[str, str], Any]:
+    status, headers, body = reply
+    try:
+        parsed: Any = json.loads(body)
+    except ValueError:
+        parsed = body
+    if isinstance(parsed, dict):  # SQS's errors and some of DynamoDB's carry a request id
+        parsed = {key: value for key, value in parsed.items() if key not in ("RequestId", "requestId")}
+    return status, {name: value for name, value in headers.items() if name not in VOLATILE_HEADERS}, parsed
+
+
+OPERATIONS = [
+    *(f"DynamoDB_20120810.{name}" for name in ("GetItem", "PutItem", "UpdateItem", "Query", "DescribeTable", "NoSuch")),
+    *(f"AmazonSQS.{name}" for name in ("GetQueueUrl", "SendMessage", "ReceiveMessage", "DeleteMessage", "NoSuch")),
+]
+JSON_BODIES = st.dictionaries(
+    st.sampled_from(["TableName", "Key", "Item", "QueueUrl", "QueueName", "MessageBody", "Limit", "x"]),
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+        max_leaves=6,
+    ),
+    max_size=4,
+).map(lambda body: json.dumps(body).encode())
+
+
+def test_the_shortcut_covers_the_json_services_the_handlers_call() -> None:
+    assert set(HANDLERS) == {"DynamoDB_20120810", "AmazonSQS"}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(target=st.sampled_from(OPERATIONS), body=JSON_BODIES | st.binary(max_size=40))
+def test_any_json_request_gets_the_answer_moto_s_own_server_gives(
+    moto_server: str, front: str, target: str, body: bytes
+) -> None:
+    # given a request that names no table or queue that exists: neither answer changes moto's state
+    # when it goes to each front, then
+    assert _comparable(_send(front, target, body)) == _comparable(_send(moto_server, target, body))
+
+
+def test_a_table_s_items_read_through_either_front_are_the_same(moto_server: str, front: str) -> None:
+    dynamodb = boto3.client("dynamodb", endpoint_url=f"http://{front}", region_name=REGION)
+    table = f"t-{uuid.uuid4().hex[:8]}"
+    dynamodb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "a"}, "n": {"N": "1"}})
+    conditional = json.dumps(
+        {"TableName": table, "Item": {"pk": {"S": "a"}}, "ConditionExpression": "attribute_not_exists(pk)"}
+    ).encode()
+    read = json.dumps({"TableName": table, "Key": {"pk": {"S": "a"}}}).encode()
+    # when the same reads and a refused write go to each front, then
+    for target, body in (("DynamoDB_20120810.GetItem", read), ("DynamoDB_20120810.PutItem", conditional)):
+        assert _comparable(_send(front, target, body)) == _comparable(_send(moto_server, target, body))
+    status, _, refused = _send(front, "DynamoDB_20120810.PutItem", conditional)
+    assert (status, json.loads(refused)["__type"]) == (
+        400,
+        "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException",
+    )
+
+
+def test_every_other_request_still_goes_through_moto_s_server(front: str) -> None:
+    scheduler = boto3.client("scheduler", endpoint_url=f"http://{front}", region_name=REGION)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    scheduler.create_schedule_group(Name=group)
+    assert scheduler.get_schedule_group(Name=group)["Name"] == group
+    status, _, body = _send(front, "", b"", method="GET", path="/moto-api/data.json")
+    assert status == 200 and "scheduler" in json.loads(body)
+
+
+def test_many_clients_at_once_each_get_their_own_answers(front: str) -> None:
+    sqs = boto3.client("sqs", endpoint_url=f"http://{front}", region_name=REGION)
+    queues = [sqs.create_queue(QueueName=f"q-{uuid.uuid4().hex[:8]}")["QueueUrl"] for _ in range(24)]
+
+    def round_trip(queue: str) -> tuple[str, list[str]]:
+        client = boto3.session.Session().client("sqs", endpoint_url=f"http://{front}", region_name=REGION)
+        sent = [f"{queue}#{number}" for number in range(5)]
+        for body in sent:
+            client.send_message(QueueUrl=queue, MessageBody=body)
+        received: list[str] = []
+        while len(received) < len(sent):
+            messages = client.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1).get(
+                "Messages", []
+            )
+            received += [message["Body"] for message in messages]
+        return queue, sorted(received)
+
+    with ThreadPoolExecutor(len(queues)) as pool:
+        answers = list(pool.map(round_trip, queues))
+    assert answers == [(queue, sorted(f"{queue}#{number}" for number in range(5))) for queue in queues]
+
+
+def _raw(front: str, data: bytes) -> bytes:
+    host, port = front.split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as connection:
+        connection.sendall(data)
+        connection.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := connection.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+LIST_TABLES = (
+    b"POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: DynamoDB_20120810.ListTables\r\n"
+    b"Authorization: " + AUTHORIZATION.format(service="dynamodb").encode() + b"\r\n"
+)
+
+
+def test_one_connection_carries_requests_one_after_another(front: str) -> None:
+    # given two requests written at once on one connection, the second asking to close it
+    body = b"{}"
+    request = LIST_TABLES + b"Content-Length: 2\r\n\r\n" + body
+    closing = LIST_TABLES + b"Content-Length: 2\r\nConnection: close\r\n\r\n" + body
+    # when
+    replies = _raw(front, request + closing)
+    # then both are answered, in order, each with its length
+    assert replies.count(b"HTTP/1.1 200 OK\r\n") == 2
+    assert replies.count(b'"TableNames"') == 2
+    assert b"Connection: close" in replies.split(b"HTTP/1.1 200 OK")[2]
+
+
+def test_a_chunked_body_and_an_expected_continue_are_read_as_http_says(front: str) -> None:
+    headers = b"Transfer-Encoding: chunked\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n"
+    chunked = LIST_TABLES + headers + b"1\r\n{\r\n1\r\n}\r\n0\r\n\r\n"
+    reply = _raw(front, chunked)
+    assert reply.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n")
+    assert b'"TableNames"' in reply
+
+
+def test_a_request_it_cannot_read_is_refused_with_400_and_the_server_keeps_serving(front: str) -> None:
+    assert _raw(front, b"NONSENSE\r\n\r\n").startswith(b"HTTP/1.1 400 Bad Request\r\n")
+    assert _raw(front, LIST_TABLES + b"Content-Length: x\r\n\r\n").startswith(b"HTTP/1.1 400 Bad Request\r\n")
+    status, _, _ = _send(front, "DynamoDB_20120810.ListTables", b"{}")
+    assert status == 200
+
+
+def test_a_client_gone_half_way_through_its_body_leaves_the_server_serving(front: str) -> None:
+    _raw(front, LIST_TABLES + b"Content-Length: 100\r\n\r\n{")
+    status, _, _ = _send(front, "DynamoDB_20120810.ListTables", b"{}")
+    assert status == 200
+
+
+def test_an_application_that_raises_answers_500_and_the_server_keeps_serving() -> None:
+    calls = threading.Event()
+
+    def broken(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        calls.set()
+        raise RuntimeError("boom")
+
+    server = LoopbackWsgiServer("127.0.0.1", 0, broken)
+    server.serve_in_thread("broken")
+    try:
+        for _ in range(2):
+            connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+            connection.request("GET", "/")
+            reply = connection.getresponse()
+            assert (reply.status, reply.read()) == (500, b"Internal Server Error")
+            connection.close()
+        assert calls.is_set()
+    finally:
+        server.shutdown()
+        server.server_close()
