@@ -94,7 +94,7 @@ class CpuMeter:
 
 def _kind(command: list[bytes]) -> str:
     words = [word.decode(errors="replace") for word in command if word]
-    if "wakeup_local.moto_process" in words:
+    if "wakeup_local.moto_child" in words:  # moto's fork server and the motos it forked
         return "moto"
     return words[-1].split(".")[0] if words else "?"
 

@@ -68,21 +68,6 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
-def moto_pid() -> int:
-    """moto's process: the child of this one that serves it."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            parent = int(Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()[1])
-            command = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except (OSError, ValueError, IndexError):
-            continue
-        if parent == os.getpid() and b"wakeup_local.moto_process" in command:
-            return int(entry)
-    raise RuntimeError("moto's process was not found among this process's children")
-
-
 @dataclass(frozen=True)
 class Round:
     """A round of deliveries (or of nothing: the stack idle), and the CPU each process used."""
@@ -134,7 +119,7 @@ class _Bench:
     def __init__(self, stack: LocalStack, host: Host) -> None:
         self.stack, self.host = stack, host
         self.api = Api(stack.url, stack.account_token)
-        self.moto = moto_pid()
+        self.moto = stack.moto_pid
         self.made = 0
 
     def caller_s(self) -> float:

@@ -1,4 +1,4 @@
-"""Stopping a child process that serves until its stdin closes (moto's, a test's stack)."""
+"""Stopping a child process that serves until its stdin closes (a test's stack)."""
 
 import subprocess
 

@@ -5,21 +5,26 @@ and in the same process it would share one interpreter lock with them. With a hu
 once, moving moto out halves how late the last one is called. Its state is its own too, so nothing
 else in the stack's process (a test's own moto, say) can see or reset it.
 
-The child prints its port on stdout once it serves, and stops when its stdin closes: when the stack
-stops, or when the stack's process dies in whatever way.
+Each moto is forked from a fork server, one per stack's process, started with its first moto: the
+fork server has imported moto's server (moto_child.py), which takes more than a second of CPU,
+and the suite starts some fifty motos from its four workers. A forked moto starts with the modules
+imported and none of moto's state made, as a new process would. The fork server is one thread, so
+forking it is safe, and it ends when the stack's process closes its socket or dies.
+
+A moto answers its port on a socket of its own once it serves, and stops when that socket closes:
+when the stack stops, or when the stack's process dies in whatever way.
 """
 
 from __future__ import annotations
 
-import argparse
-import logging
+import atexit
 import os
 import select
+import signal
+import socket
 import subprocess
 import sys
-import time
-
-from wakeup_local.child_process import stop_child
+import threading
 
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 30.0
@@ -34,7 +39,9 @@ class MotoProcess:
     """`mapping_update_s`: how long an event source mapping stays `Updating` after an update (moto_fixes)."""
 
     def __init__(self, mapping_update_s: float = 0.0) -> None:
-        self._process: subprocess.Popen[str] | None = None
+        self._control: socket.socket | None = None
+        self._ended = -1
+        self.pid = 0
         self.port = 0
         self.mapping_update_s = mapping_update_s
 
@@ -43,68 +50,91 @@ class MotoProcess:
         return f"http://{LOOPBACK}:{self.port}"
 
     def start(self) -> None:
-        # moto needs no AWS settings of the shell's (a profile that does not exist here would fail it).
-        environment = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
-        # stderr is the stack's own: whatever moto has to say lands in the stack's log. A session of
-        # its own keeps the signals sent to the stack's whole group (Ctrl-C, a supervisor's SIGTERM)
-        # from stopping moto while the stack's handlers and pollers are still using it.
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "wakeup_local.moto_process", "--mapping-update-s", str(self.mapping_update_s)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=environment,
-            text=True,
-            start_new_session=True,
-        )
-        assert self._process.stdout is not None
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            ready, _, _ = select.select([self._process.stdout], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                self.stop()
-                raise MotoProcessError(f"moto's server did not start within {START_TIMEOUT_S:.0f} s")
-            line = self._process.stdout.readline()
-            if not line:
-                code = self._process.wait()
-                self.stop()
-                raise MotoProcessError(f"moto's server exited at start (exit code {code}); see the log above")
-            if line.startswith("port="):
-                self.port = int(line.removeprefix("port="))
-                return
+        self._control, child_end = socket.socketpair()
+        try:
+            self.pid = _fork_server().fork(child_end, self.mapping_update_s)
+        finally:
+            child_end.close()
+        # Not this process's child, so not one it can wait for: a pidfd says when it has ended.
+        self._ended = os.pidfd_open(self.pid)
+        self._control.settimeout(START_TIMEOUT_S)
+        try:
+            with self._control.makefile("rb") as answers:
+                answer = answers.readline()
+        except TimeoutError:
+            self.stop()
+            raise MotoProcessError(f"moto's server did not start within {START_TIMEOUT_S:.0f} s") from None
+        if not answer.startswith(b"port="):
+            self.stop()
+            raise MotoProcessError("moto's server exited at start; see the log above")
+        self.port = int(answer.removeprefix(b"port="))
 
     def stop(self) -> None:
-        process, self._process = self._process, None
-        if process is not None:
-            stop_child(process, STOP_TIMEOUT_S)
+        """Closes moto's socket, its signal to stop, and returns once its process has ended (killed
+        past `STOP_TIMEOUT_S`)."""
+        control, self._control = self._control, None
+        ended, self._ended = self._ended, -1
+        if control is not None:
+            control.close()
+        if ended < 0:
+            return
+        try:
+            if not select.select([ended], [], [], STOP_TIMEOUT_S)[0]:
+                signal.pidfd_send_signal(ended, signal.SIGKILL)
+                select.select([ended], [], [])
+        finally:
+            os.close(ended)
 
 
-def main() -> int:
-    """The child: serves moto until its stdin closes."""
-    parser = argparse.ArgumentParser(prog="python -m wakeup_local.moto_process")
-    parser.add_argument("--mapping-update-s", type=float, default=0.0)
-    args = parser.parse_args()
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+class _ForkServer:
+    """`python -m wakeup_local.moto_child`: asked over a socket, forks a moto and answers its pid."""
 
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+    def __init__(self) -> None:
+        self._socket, server_end = socket.socketpair()
+        # moto needs no AWS settings of the shell's (a profile that does not exist here would fail it).
+        environment = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
+        # Its socket is its stdin; stderr is the stack's own, so whatever moto says lands in its log.
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "wakeup_local.moto_child"],
+            stdin=server_end.fileno(),
+            env=environment,
+            start_new_session=True,
+        )
+        server_end.close()
+        self._lock = threading.Lock()
+        self._answers = self._socket.makefile("rb")
+        atexit.register(self.stop)
 
-    from wakeup_local import moto_fixes
-    from wakeup_local.loopback_wsgi import LoopbackWsgiServer
-    from wakeup_local.moto_shortcut import MotoShortcut
-    from wakeup_local.request_counter import RequestCounter
+    def fork(self, control: socket.socket, mapping_update_s: float) -> int:
+        with self._lock:
+            socket.send_fds(self._socket, [repr(mapping_update_s).encode()], [control.fileno()])
+            answer = self._answers.readline()
+        if not answer.startswith(b"pid="):
+            raise MotoProcessError(f"moto's fork server exited (exit code {self._process.poll()}); see the log above")
+        return int(answer.removeprefix(b"pid="))
 
-    moto_fixes.apply(mapping_update_s=args.mapping_update_s)
-    # moto's ThreadedMotoServer's application, with the functions' requests counted on the way
-    # (request_counter.py) and DynamoDB's and SQS's past Flask (moto_shortcut.py), behind a lighter
-    # server than werkzeug's (loopback_wsgi.py).
-    app = RequestCounter(MotoShortcut(DomainDispatcherApplication(create_backend_app)))
-    server = LoopbackWsgiServer(LOOPBACK, 0, app)
-    server.serve_in_thread("moto")
-    port = server.port
-    sys.stdout.write(f"port={port}\n")
-    sys.stdout.flush()
-    sys.stdin.read()  # until the parent closes it
-    return 0
+    @property
+    def running(self) -> bool:
+        return self._process.poll() is None
+
+    def stop(self) -> None:
+        """Closes its socket, which ends it (the motos it forked end with their own sockets)."""
+        self._answers.close()
+        self._socket.close()
+        try:
+            self._process.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+_server: _ForkServer | None = None
+_server_lock = threading.Lock()
+
+
+def _fork_server() -> _ForkServer:
+    global _server
+    with _server_lock:
+        if _server is None or not _server.running:
+            _server = _ForkServer()
+        return _server

@@ -138,6 +138,13 @@ class LocalStack:
         return self._gateway.url
 
     @property
+    def moto_pid(self) -> int:
+        """moto's process (its CPU is what `make bench` and calibration measure)."""
+        if self._moto is None:
+            raise RuntimeError("the local stack is not running")
+        return self._moto.pid
+
+    @property
     def clients(self) -> AwsClients:
         if self._clients is None:
             raise RuntimeError("the local stack is not running")

@@ -68,7 +68,9 @@ class Chaos:
         return [pid for pid, command in _children(self.stack.pid) if "caller_handler" in command]
 
     def moto(self) -> int:
-        [pid] = [pid for pid, command in _children(self.stack.pid) if "wakeup_local.moto_process" in command]
+        """The stack's moto: the one process its fork server of motos (moto_process.py) has forked."""
+        [fork_server] = [pid for pid, command in _children(self.stack.pid) if "wakeup_local.moto_child" in command]
+        [pid] = [pid for pid, _ in _children(fork_server)]
         return pid
 
     def run(self, until: float, pause_at: float, pause_s: float) -> None:

@@ -1,0 +1,92 @@
+"""moto's processes: forked from one fork server per stack's process, each with its own state, and
+none outliving what started it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import boto3
+import pytest
+
+from support.waiting import wait_until
+from wakeup_local.moto_process import MotoProcess
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _tables(moto: MotoProcess) -> list[str]:
+    client = boto3.client("dynamodb", endpoint_url=moto.endpoint_url, region_name="us-east-1")
+    return list(client.list_tables()["TableNames"])
+
+
+def test_motos_are_forked_from_one_server_that_imported_moto_and_each_has_its_own_state() -> None:
+    first, second = MotoProcess(), MotoProcess()
+    first.start()
+    second.start()
+    try:
+        # then both are children of one fork server, itself this process's child
+        fork_server = _parent(first.pid)
+        assert _parent(second.pid) == fork_server
+        assert _parent(fork_server) == os.getpid()
+        assert b"wakeup_local.moto_child" in Path(f"/proc/{fork_server}/cmdline").read_bytes()
+        # and what one is told the other does not know
+        name = f"t-{uuid.uuid4().hex[:8]}"
+        boto3.client("dynamodb", endpoint_url=first.endpoint_url, region_name="us-east-1").create_table(
+            TableName=name,
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        assert (name in _tables(first), name in _tables(second)) == (True, False)
+    finally:
+        first.stop()
+        second.stop()
+
+
+def test_stopping_a_moto_ends_its_process_and_frees_its_port() -> None:
+    moto = MotoProcess()
+    moto.start()
+    pid, port = moto.pid, moto.port
+    moto.stop()
+    assert not _alive(pid)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+STARTER = """
+import sys
+from wakeup_local.moto_process import MotoProcess
+moto = MotoProcess()
+moto.start()
+print(moto.pid, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_moto_and_its_fork_server_end_when_the_process_that_started_them_is_killed() -> None:
+    # given a process that started a moto, and is then killed
+    with subprocess.Popen(
+        [sys.executable, "-c", STARTER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as starter:
+        assert starter.stdout is not None
+        moto = int(starter.stdout.readline())
+        fork_server = _parent(moto)
+        starter.send_signal(signal.SIGKILL)
+    # then neither it started is left
+    wait_until(lambda: not _alive(moto) and not _alive(fork_server), timeout=30, message="moto ending")
