@@ -94,7 +94,9 @@ class CpuMeter:
 
 def _kind(command: list[bytes]) -> str:
     words = [word.decode(errors="replace") for word in command if word]
-    if "wakeup_local.moto_child" in words:  # moto's fork server and the motos it forked
+    # moto's fork server and the motos it forked (wakeup_local.moto_child), or a moto of its own
+    # (wakeup_local.moto_process, before the fork server): a checkout before it compares too
+    if any(word.startswith("wakeup_local.moto_") for word in words):
         return "moto"
     return words[-1].split(".")[0] if words else "?"
 

@@ -13,6 +13,7 @@ from wakes_support import Instances, iso
 from support.api import Api
 from support.host import WakeHost
 from support.stack_process import StackProcess
+from support.waiting import wait_until
 from wakeup.tokens import TokenKind, mint
 
 CLIENTS = 8
@@ -32,6 +33,18 @@ def attempts_of(api: Api, instance_id: str, **params: Any) -> dict[str, Any]:
     return body
 
 
+def recorded_attempts(api: Api, instance_id: str, calls: int) -> dict[str, Any]:
+    """The history once it holds `calls` calls: the caller records the outcome (`calledAt`) first
+    and the history item after it."""
+
+    def held() -> dict[str, Any] | None:
+        body = attempts_of(api, instance_id)
+        return body if len(body["attempts"]) >= calls else None
+
+    found: dict[str, Any] = wait_until(held, timeout=20, message=f"{calls} calls in the history")
+    return found
+
+
 def test_a_host_failing_three_times_then_answering_shows_four_calls_newest_first(
     instances: Instances, host: WakeHost, api: Api
 ) -> None:
@@ -43,7 +56,7 @@ def test_a_host_failing_three_times_then_answering_shows_four_calls_newest_first
     instances.wake(token, at)
     registered = instances.wait_for(instance_id, lambda body: body["calledAt"] is not None, "the success recorded")
     # then its history holds the four calls, newest first, with their outcomes
-    body = attempts_of(api, instance_id)
+    body = recorded_attempts(api, instance_id, 4)
     calls = body["attempts"]
     assert body["next"] is None
     assert [(c["attempt"], c["status"], c["error"]) for c in calls] == [
@@ -93,8 +106,8 @@ def test_concurrent_clients_each_read_their_own_instances_calls(stack: StackProc
             instance_id, token = each.new(host.url_for(f"c{index}"))
             each.wake(token, iso(time.time()))
             ids.append(instance_id)
-        for each, instance_id in zip(made, ids, strict=True):
-            each.wait_for(instance_id, lambda body: body["calledAt"] is not None, "called")
+        for client, instance_id in zip(clients, ids, strict=True):
+            recorded_attempts(client, instance_id, 1)
 
         # when every client reads its instance's history at once, several times over
         def read(index: int) -> list[str]:

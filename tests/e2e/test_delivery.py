@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from wakes_support import EVERY_CALLER_ENVIRONMENT, Instances, StackAws, StackLog, as_registered, iso, warm_caller
@@ -16,6 +17,7 @@ from wakes_support import EVERY_CALLER_ENVIRONMENT, Instances, StackAws, StackLo
 from support.api import Api
 from support.host import WakeHost, closed_port_url, hang, redirect
 from support.stack_process import MakeStack, StackProcess
+from support.waiting import wait_until
 from wakeup_awsfacts.template import load_template
 
 # How late a call may be (DESIGN section 3), and how long to watch for a call that must not come.
@@ -243,8 +245,12 @@ def test_a_hundred_wakes_due_at_one_second_are_each_called_once_on_time(
 
     # and on time by the service's own clock: the lateness each call's history keeps, taken as the
     # call starts (the host here, a thread of the busy test process, stamps a call later than that)
+    # (kept after the host has answered: awaited)
     def lateness_of(instance_id: str) -> float:
-        [attempt] = instances.api.get(f"/wakeup/instances/{instance_id}/attempts").json()["attempts"]
+        def recorded() -> list[dict[str, Any]]:
+            return list(instances.api.get(f"/wakeup/instances/{instance_id}/attempts").json()["attempts"])
+
+        [attempt] = wait_until(recorded, timeout=20, message=f"the call to {instance_id} in its history")
         return float(attempt["latenessMs"]) / 1000
 
     with ThreadPoolExecutor(max_workers=10) as pool:
