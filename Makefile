@@ -19,6 +19,13 @@ export SAM_CLI_TELEMETRY := 0
 
 .PHONY: run test lint pytest build deploy bench simulate clean openapi
 
+# Python caches each module it compiles (its .pyc) unless PYTHONDONTWRITEBYTECODE is set, as it is
+# in some shells and containers. A test run starts hundreds of Python processes (moto, the
+# functions' environments, the workers, the CLIs); without the cache each compiled moto, boto3 and
+# the tests from source again (moto's import took 1.6 s of CPU against 0.7 s with it). Every recipe
+# here writes the cache, into .venv and the checkout's __pycache__ folders (ignored by git).
+unexport PYTHONDONTWRITEBYTECODE
+
 $(STAMP): pyproject.toml client/pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "wakeup needs Python 3.11 or newer: set PYTHON=" or 0)'
 	$(PYTHON) -m venv $(VENV)
