@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import boto3
+import botocore.loaders
 import botocore.session
 from botocore.config import Config
 
@@ -29,6 +30,11 @@ _CONFIG = Config(
     read_timeout=10,
     retries={"mode": "standard", "max_attempts": 3},
 )
+
+# One loader for every session made here: a session reads each service's model (JSON files of up to
+# a megabyte: IAM's, Lambda's) through its loader, which keeps what it read, and each session makes
+# a loader of its own. The tests and the stack make clients many times in one process.
+_LOADER = botocore.loaders.create_loader()
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,7 @@ def make_clients(endpoint_url: str, region: str) -> AwsClients:
     # No profile from the shell's AWS_PROFILE (one that does not exist here would fail the session);
     # credentials, region and endpoint are all given.
     no_profile = botocore.session.Session(session_vars={"profile": (None, None, None, None)})
+    no_profile.register_component("data_loader", _LOADER)
     session = boto3.session.Session(
         aws_access_key_id=DUMMY_ACCESS_KEY_ID,
         aws_secret_access_key=DUMMY_SECRET_ACCESS_KEY,
