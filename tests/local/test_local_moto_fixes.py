@@ -21,8 +21,10 @@ from typing import Any
 import boto3
 import moto.dynamodb.models as dynamodb_models
 import pytest
+from botocore.config import Config
 from botocore.exceptions import ClientError
 from moto.core.utils import method_names_from_class, unix_time, unix_time_millis
+from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.responses import DynamoHandler
@@ -33,6 +35,9 @@ from support.waiting import wait_until
 from wakeup_local import moto_fixes
 from wakeup_local.mappings import empty_package
 from wakeup_local.moto_process import MotoProcess
+
+# moto's own lexer (this process's moto is not patched: moto_fixes applies in moto's process).
+LEX_CONDITION = ConditionExpressionParser._lex_condition_expression
 
 
 @pytest.fixture(scope="module")
@@ -326,6 +331,75 @@ def test_a_response_class_s_methods_are_moto_s_own_list() -> None:
     # given moto's DynamoDB responses, then the cached names are the ones moto lists
     assert moto_fixes.method_names_of(DynamoHandler) == set(method_names_from_class(DynamoHandler))
     assert "get_item" in moto_fixes.method_names_of(DynamoHandler)
+
+
+# An item {pk, n: 5, s: "abc", l: [1, 2]} and conditions on it, true, false and malformed (moto
+# refuses some with ValidationException and answers others with a 500: as moto's own, here).
+CONDITIONS = [
+    "attribute_exists(pk)",
+    "attribute_not_exists(pk)",
+    "n = :five",
+    "n <> :five AND s = :abc",
+    "(n < :five OR begins_with(s, :ab)) AND NOT attribute_exists(missing)",
+    "n BETWEEN :one AND :five",
+    "n IN (:one, :five)",
+    "size(l) > :one",
+    "#n >= :five",
+    "n = :five AND",
+    "n == :five",
+    "(n = :five",
+]
+
+
+def _conditional_writes(dynamodb: Any) -> list[str]:
+    """Each condition's outcome, twice over: OK, or the error's code and message."""
+    table = _table(dynamodb)
+    item = {"pk": {"S": "a"}, "n": {"N": "5"}, "s": {"S": "abc"}, "l": {"L": [{"N": "1"}, {"N": "2"}]}}
+    dynamodb.put_item(TableName=table, Item=item)
+    values = {":five": {"N": "5"}, ":one": {"N": "1"}, ":abc": {"S": "abc"}, ":ab": {"S": "ab"}}
+    outcomes = []
+    for condition in CONDITIONS * 2:
+        used = {name: value for name, value in values.items() if name in condition}
+        names = {"#n": "n"} if "#n" in condition else {}
+        try:
+            dynamodb.put_item(
+                TableName=table,
+                Item=item,
+                ConditionExpression=condition,
+                ExpressionAttributeValues=used,
+                **({"ExpressionAttributeNames": names} if names else {}),
+            )
+            outcomes.append("OK")
+        except ClientError as error:
+            outcomes.append(f"{error.response['Error']['Code']}: {error.response['Error']['Message']}")
+    return outcomes
+
+
+def test_conditions_lexed_once_hold_fail_and_are_refused_as_moto_s_own(plain_moto: str, fixed_moto: str) -> None:
+    once = Config(retries={"total_max_attempts": 1})  # a 500 is moto's answer here, not to be retried
+    plain, fixed = (
+        boto3.client("dynamodb", endpoint_url=url, region_name="us-east-1", config=once)
+        for url in (plain_moto, fixed_moto)
+    )
+    outcomes = _conditional_writes(fixed)
+    assert outcomes == _conditional_writes(plain)
+    codes = {outcome.split(":")[0] for outcome in outcomes}
+    assert codes == {"OK", "ConditionalCheckFailedException", "ValidationException", "500"}
+
+
+def test_a_condition_s_text_is_lexed_once_and_its_tokens_are_moto_s_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    lexed: list[str] = []
+
+    def counting(self: Any) -> Any:
+        lexed.append(self.condition_expression)
+        return LEX_CONDITION(self)
+
+    monkeypatch.setattr(moto_fixes, "_lexed", {})
+    once = moto_fixes.lexing_each_text_once(counting)
+    text = f"attribute_exists(pk) AND n{uuid.uuid4().hex[:6]} < :max"
+    parsers = [ConditionExpressionParser(text, {}, {":max": {"N": "1"}}) for _ in range(3)]
+    assert [list(once(parser)) for parser in parsers] == [list(LEX_CONDITION(parsers[0]))] * 3
+    assert lexed == [text]
 
 
 # --- event source mappings ---------------------------------------------------------------------------
