@@ -36,7 +36,17 @@ $(STAMP): pyproject.toml client/pyproject.toml
 run: $(STAMP)
 	@$(BIN)/wakeup-local --port $(PORT)
 
-test: lint pytest
+# lint and `collect` side by side (each keeps one core busy), then the tests.
+test: $(STAMP)
+	$(MAKE) --no-print-directory -j 2 lint collect
+	$(MAKE) --no-print-directory pytest
+
+# Imports every test module once, so that Python's bytecode cache and pytest's rewritten tests are
+# written by one process: else `make pytest`'s four workers each compile moto, boto3 and the tests
+# at once (18 s of CPU each on a fresh clone, 6 s from the cache).
+.PHONY: collect
+collect: $(STAMP)
+	$(BIN)/pytest --collect-only -q > /dev/null
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
