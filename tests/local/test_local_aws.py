@@ -1,25 +1,13 @@
 """The local stack's own boto3 clients: every set made in a process reads each service's model once."""
 
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
-
 from wakeup_local.aws import make_clients
-from wakeup_local.moto_process import MotoProcess
 
 
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    moto = MotoProcess()
-    moto.start()
-    yield moto.endpoint_url
-    moto.stop()
-
-
-def test_clients_made_again_share_the_service_models_already_read(endpoint: str) -> None:
-    first, second = make_clients(endpoint, "us-east-1"), make_clients(endpoint, "us-east-1")
+def test_clients_made_again_share_the_service_models_already_read(moto_endpoint: str) -> None:
+    first, second = make_clients(moto_endpoint, "us-east-1"), make_clients(moto_endpoint, "us-east-1")
     try:
         for name in ("dynamodb", "sqs", "scheduler", "secretsmanager", "awslambda", "iam"):
             one, other = getattr(first, name).meta.service_model, getattr(second, name).meta.service_model
@@ -29,9 +17,9 @@ def test_clients_made_again_share_the_service_models_already_read(endpoint: str)
         second.close()
 
 
-def test_sets_of_clients_made_in_many_threads_at_once_each_work(endpoint: str) -> None:
+def test_sets_of_clients_made_in_many_threads_at_once_each_work(moto_endpoint: str) -> None:
     def own_queue(_: int) -> tuple[str, str, str]:
-        clients = make_clients(endpoint, "us-east-1")
+        clients = make_clients(moto_endpoint, "us-east-1")
         try:
             name = f"q-{uuid.uuid4().hex[:12]}"
             made = clients.sqs.create_queue(QueueName=name)["QueueUrl"]

@@ -10,7 +10,6 @@ both. The mappings' scenarios are what moto does not do (an update applies at on
 from __future__ import annotations
 
 import json
-import logging
 import time
 import uuid
 from collections.abc import Iterator
@@ -28,7 +27,6 @@ from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.responses import DynamoHandler
-from moto.server import ThreadedMotoServer
 from moto.sqs.models import sqs_backends
 
 from support.waiting import wait_until
@@ -38,16 +36,6 @@ from wakeup_local.moto_process import MotoProcess
 
 # moto's own lexer (this process's moto is not patched: moto_fixes applies in moto's process).
 LEX_CONDITION = ConditionExpressionParser._lex_condition_expression
-
-
-@pytest.fixture(scope="module")
-def plain_moto() -> Iterator[str]:
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
 
 
 @pytest.fixture(scope="module")

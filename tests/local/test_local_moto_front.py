@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import logging
 import socket
 import threading
 import uuid
@@ -22,7 +21,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-from moto.server import ThreadedMotoServer
 
 from wakeup_local.loopback_wsgi import LoopbackWsgiServer
 from wakeup_local.moto_shortcut import HANDLERS, MotoShortcut
@@ -36,20 +34,10 @@ AUTHORIZATION = (
 
 
 @pytest.fixture(scope="module")
-def moto_server() -> Iterator[str]:
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"{host}:{port}"
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def front(moto_server: str) -> Iterator[str]:
+def front(plain_moto: str) -> Iterator[str]:
     server = LoopbackWsgiServer("127.0.0.1", 0, MotoShortcut(DomainDispatcherApplication(create_backend_app)))
     server.serve_in_thread("moto-front")
-    yield f"127.0.0.1:{server.port}"
+    yield f"http://127.0.0.1:{server.port}"
     server.shutdown()
     server.server_close()
 
@@ -57,9 +45,13 @@ def front(moto_server: str) -> Iterator[str]:
 Reply = tuple[int, dict[str, str], bytes]
 
 
+def _host_and_port(url: str) -> tuple[str, int]:
+    host, _, port = url.removeprefix("http://").partition(":")
+    return host, int(port)
+
+
 def _send(address: str, target: str, body: bytes, *, method: str = "POST", path: str = "/") -> Reply:
-    host, port = address.split(":")
-    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    connection = http.client.HTTPConnection(*_host_and_port(address), timeout=30)
     service = "dynamodb" if target.startswith("DynamoDB") else "sqs"
     headers = {
         "X-Amz-Target": target,
@@ -107,15 +99,15 @@ def test_the_shortcut_covers_the_json_services_the_handlers_call() -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(target=st.sampled_from(OPERATIONS), body=JSON_BODIES | st.binary(max_size=40))
 def test_any_json_request_gets_the_answer_moto_s_own_server_gives(
-    moto_server: str, front: str, target: str, body: bytes
+    plain_moto: str, front: str, target: str, body: bytes
 ) -> None:
     # given a request that names no table or queue that exists: neither answer changes moto's state
     # when it goes to each front, then
-    assert _comparable(_send(front, target, body)) == _comparable(_send(moto_server, target, body))
+    assert _comparable(_send(front, target, body)) == _comparable(_send(plain_moto, target, body))
 
 
-def test_a_table_s_items_read_through_either_front_are_the_same(moto_server: str, front: str) -> None:
-    dynamodb = boto3.client("dynamodb", endpoint_url=f"http://{front}", region_name=REGION)
+def test_a_table_s_items_read_through_either_front_are_the_same(plain_moto: str, front: str) -> None:
+    dynamodb = boto3.client("dynamodb", endpoint_url=front, region_name=REGION)
     table = f"t-{uuid.uuid4().hex[:8]}"
     dynamodb.create_table(
         TableName=table,
@@ -130,7 +122,7 @@ def test_a_table_s_items_read_through_either_front_are_the_same(moto_server: str
     read = json.dumps({"TableName": table, "Key": {"pk": {"S": "a"}}}).encode()
     # when the same reads and a refused write go to each front, then
     for target, body in (("DynamoDB_20120810.GetItem", read), ("DynamoDB_20120810.PutItem", conditional)):
-        assert _comparable(_send(front, target, body)) == _comparable(_send(moto_server, target, body))
+        assert _comparable(_send(front, target, body)) == _comparable(_send(plain_moto, target, body))
     status, _, refused = _send(front, "DynamoDB_20120810.PutItem", conditional)
     assert (status, json.loads(refused)["__type"]) == (
         400,
@@ -139,7 +131,7 @@ def test_a_table_s_items_read_through_either_front_are_the_same(moto_server: str
 
 
 def test_every_other_request_still_goes_through_moto_s_server(front: str) -> None:
-    scheduler = boto3.client("scheduler", endpoint_url=f"http://{front}", region_name=REGION)
+    scheduler = boto3.client("scheduler", endpoint_url=front, region_name=REGION)
     group = f"g-{uuid.uuid4().hex[:8]}"
     scheduler.create_schedule_group(Name=group)
     assert scheduler.get_schedule_group(Name=group)["Name"] == group
@@ -148,11 +140,11 @@ def test_every_other_request_still_goes_through_moto_s_server(front: str) -> Non
 
 
 def test_many_clients_at_once_each_get_their_own_answers(front: str) -> None:
-    sqs = boto3.client("sqs", endpoint_url=f"http://{front}", region_name=REGION)
+    sqs = boto3.client("sqs", endpoint_url=front, region_name=REGION)
     queues = [sqs.create_queue(QueueName=f"q-{uuid.uuid4().hex[:8]}")["QueueUrl"] for _ in range(24)]
 
     def round_trip(queue: str) -> tuple[str, list[str]]:
-        client = boto3.session.Session().client("sqs", endpoint_url=f"http://{front}", region_name=REGION)
+        client = boto3.session.Session().client("sqs", endpoint_url=front, region_name=REGION)
         sent = [f"{queue}#{number}" for number in range(5)]
         for body in sent:
             client.send_message(QueueUrl=queue, MessageBody=body)
@@ -170,8 +162,7 @@ def test_many_clients_at_once_each_get_their_own_answers(front: str) -> None:
 
 
 def _raw(front: str, data: bytes) -> bytes:
-    host, port = front.split(":")
-    with socket.create_connection((host, int(port)), timeout=30) as connection:
+    with socket.create_connection(_host_and_port(front), timeout=30) as connection:
         connection.sendall(data)
         connection.shutdown(socket.SHUT_WR)
         chunks = []
