@@ -11,19 +11,22 @@ read, whoever makes it, and moto's reset), once moto has made them: the local Sc
 schedules again only when that count moved, instead of listing them all five times a second
 (`GET /_wakeup_local/scheduler-changes`). With `?seen=N&wait=S` the answer waits, up to S seconds,
 for the count to differ from N: the Scheduler waits in one request instead of asking five times a
-second.
+second. With `seen` it also names the schedules changed since, `[[group, name], ...]`, when it knows
+each change since (a schedule created, updated or deleted, among the last `CHANGE_LOG_SIZE`), else
+null: the Scheduler then reads those schedules only, instead of listing them all.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import threading
 import urllib.parse
 import urllib.request
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 COUNTS_PATH = "/_wakeup_local/requests"
 SCHEDULER_CHANGES_PATH = "/_wakeup_local/scheduler-changes"
@@ -32,6 +35,9 @@ CHANGES_TIMEOUT_S = 2.0
 # The longest an answer of the changes waits for one (the caller's `wait_s` is capped to it).
 MAX_CHANGES_WAIT_S = 5.0
 _READS = frozenset({"GET", "HEAD", "OPTIONS"})
+# How many changes the counter remembers the schedule of: a reader further behind lists them all.
+CHANGE_LOG_SIZE = 1000
+_SCHEDULE_CHANGES = frozenset({"scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"})
 # In the User-Agent of the local stack's own clients (`user_agent_extra`).
 STACK_AGENT = "wakeup-local-stack"
 
@@ -49,6 +55,16 @@ _SCHEDULER_OPERATIONS = {
 
 StartResponse = Callable[..., Any]
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+# A schedule, by its group and name.
+ScheduleKey = tuple[str, str]
+
+
+class SchedulerChanges(NamedTuple):
+    """How many changes the schedules have had (`total`), and which schedules changed since the count
+    a reader had seen (None: unknown, any may have)."""
+
+    total: int
+    schedules: list[ScheduleKey] | None
 
 
 def operation_of(environ: dict[str, Any]) -> str | None:
@@ -77,6 +93,8 @@ class RequestCounter:
         self._app = app
         self._counts: Counter[str] = Counter()
         self._scheduler_changes = 0
+        # The schedule each of the last changes touched (None: unknown), the newest last.
+        self._changed_schedules: deque[ScheduleKey | None] = deque(maxlen=CHANGE_LOG_SIZE)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
 
@@ -85,8 +103,9 @@ class RequestCounter:
         if path in (COUNTS_PATH, SCHEDULER_CHANGES_PATH):
             with self._lock:
                 if path == SCHEDULER_CHANGES_PATH:
-                    self._wait_for_a_change(environ.get("QUERY_STRING", ""))
-                answer = dict(self._counts) if path == COUNTS_PATH else {"changes": self._scheduler_changes}
+                    answer: dict[str, Any] = self._changes_since(environ.get("QUERY_STRING", ""))
+                else:
+                    answer = dict(self._counts)
             body = json.dumps(answer).encode()
             start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
             return [body]
@@ -94,24 +113,57 @@ class RequestCounter:
         if operation is not None and STACK_AGENT not in environ.get("HTTP_USER_AGENT", ""):
             with self._lock:
                 self._counts[operation] += 1
+        scheduler = operation is not None and operation.startswith("scheduler:")
+        changes = path == _RESET_PATH or (scheduler and environ.get("REQUEST_METHOD") not in _READS)
+        # Read before moto answers: moto reads the body it is handed back.
+        changed = _changed_schedule(operation, environ) if changes else None
         reply = self._app(environ, start_response)
         # Counted once moto has answered: whoever then lists the schedules sees the change.
-        changes = operation is not None and operation.startswith("scheduler:")
-        if path == _RESET_PATH or (changes and environ.get("REQUEST_METHOD") not in _READS):
+        if changes:
             with self._lock:
                 self._scheduler_changes += 1
+                self._changed_schedules.append(changed)
                 self._changed.notify_all()
         return reply
 
-    def _wait_for_a_change(self, query: str) -> None:
-        """Waits, the lock held, while the count is `seen` and for at most `wait` seconds."""
+    def _changes_since(self, query: str) -> dict[str, Any]:
+        """The answer of the changes, the lock held: the count, and the schedules changed since the
+        count `seen`, waiting while the count is `seen` for at most `wait` seconds."""
         asked = urllib.parse.parse_qs(query)
         try:
             seen = int(asked["seen"][0])
             wait_s = min(float(asked.get("wait", ["0"])[0]), MAX_CHANGES_WAIT_S)
         except (KeyError, ValueError):
-            return
+            return {"changes": self._scheduler_changes, "schedules": None}
         self._changed.wait_for(lambda: self._scheduler_changes != seen, timeout=max(0.0, wait_s))
+        since = self._scheduler_changes - seen
+        log = self._changed_schedules
+        logged = list(log)[len(log) - since :] if 0 <= since <= len(log) else [None]
+        schedules = None if None in logged else list(dict.fromkeys(key for key in logged if key is not None))
+        return {"changes": self._scheduler_changes, "schedules": schedules}
+
+
+def _changed_schedule(operation: str | None, environ: dict[str, Any]) -> ScheduleKey | None:
+    """The schedule a change creates, updates or deletes; None when it may change any (a group's
+    deletion, moto's reset) or cannot be read."""
+    segments = environ.get("PATH_INFO", "").split("/")
+    if operation not in _SCHEDULE_CHANGES or len(segments) != 3 or not segments[2]:
+        return None
+    # The server has already decoded the path (PEP 3333): the name is as the client named it.
+    name = segments[2]
+    if operation == "scheduler:DeleteSchedule":
+        group = urllib.parse.parse_qs(environ.get("QUERY_STRING", "")).get("groupName", ["default"])[0]
+        return group, name
+    try:
+        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+    except (KeyError, ValueError, OSError):
+        return None
+    environ["wsgi.input"] = io.BytesIO(body)
+    try:
+        group = json.loads(body or b"{}").get("GroupName") or "default"
+    except (ValueError, AttributeError):
+        return None
+    return (group, name) if isinstance(group, str) else None
 
 
 def scheduler_changes(endpoint_url: str, seen: int | None = None, wait_s: float = 0.0) -> int | None:
@@ -127,3 +179,23 @@ def scheduler_changes(endpoint_url: str, seen: int | None = None, wait_s: float 
     except (OSError, ValueError, AttributeError):
         return None
     return changes if isinstance(changes, int) else None
+
+
+def scheduler_changes_since(endpoint_url: str, seen: int | None, wait_s: float = 0.0) -> SchedulerChanges | None:
+    """The changes moto's process has counted to the schedules (`RequestCounter`), and which
+    schedules changed since the count `seen`, waiting up to `wait_s` for a count other than it;
+    None when it cannot tell (a moto without this layer, or none answering)."""
+    url = endpoint_url + SCHEDULER_CHANGES_PATH
+    if seen is not None:
+        url += "?" + urllib.parse.urlencode({"seen": seen, "wait": max(0.0, wait_s)})
+    try:
+        with urllib.request.urlopen(url, timeout=CHANGES_TIMEOUT_S + wait_s) as reply:
+            answer = json.load(reply)
+        count, listed = answer.get("changes"), answer.get("schedules")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(count, int):
+        return None
+    if not isinstance(listed, list) or seen is None:
+        return SchedulerChanges(count, None)
+    return SchedulerChanges(count, [(str(group), str(name)) for group, name in listed])

@@ -16,6 +16,7 @@ fails to the function's `EventInvokeConfig` destination.
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import random
@@ -34,6 +35,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from wakeup_awsfacts.quotas import SCHEDULER_WINDOW_S
 from wakeup_awsfacts.template import Resolver, Template
 from wakeup_local.functions import Functions, LocalFunction
+from wakeup_local.request_counter import ScheduleKey, SchedulerChanges
 
 if TYPE_CHECKING:
     from mypy_boto3_scheduler import EventBridgeSchedulerClient
@@ -54,6 +56,13 @@ CHANGES_WAIT_S = 1.0
 _AT = re.compile(r"at\((\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\)")
 _RATE = re.compile(r"rate\((\d+)\s+(minute|minutes|hour|hours|day|days)\)")
 _RATE_UNITS = {"minute": 60, "hour": 3600, "day": 86400}
+
+
+class _Missing(enum.Enum):
+    """Why a schedule could not be read."""
+
+    GONE = "gone"  # deleted
+    UNREADABLE = "unreadable"  # an error: it may still be there
 
 
 class ExpressionError(ValueError):
@@ -118,12 +127,13 @@ class ScheduleWatcher:
         exact: bool = False,
         rng: random.Random | None = None,
         poll_interval_s: float = POLL_INTERVAL_S,
-        changes: Callable[[int | None, float], int | None] | None = None,
+        changes: Callable[[int | None, float], SchedulerChanges | None] | None = None,
     ) -> None:
-        """`changes(seen, wait_s)`: how many changes the schedules have had so far (None: unknown),
-        waiting up to `wait_s` for a count other than `seen`; the schedules are listed again only
-        when it moved, and the watcher waits in it instead of polling. Without it they are listed at
-        each poll."""
+        """`changes(seen, wait_s)`: how many changes the schedules have had so far, and which
+        schedules changed since the count `seen` when it can tell (None: unknown), waiting up to
+        `wait_s` for a count other than `seen`. The schedules are read again only when it moved
+        (those named, or all listed), and the watcher waits in it instead of polling. Without it
+        they are listed at each poll."""
         self._scheduler = scheduler
         self._changes = changes
         self._seen_changes: int | None = None
@@ -168,9 +178,13 @@ class ScheduleWatcher:
         them), fires what is due; returns when to read moto next."""
         if time.time() >= next_poll:
             changes = self._changes(self._seen_changes, wait_s) if self._changes is not None else None
-            if changes is None or changes != self._seen_changes:
-                # Read before the listing: a change made during it moves the count again.
-                self._seen_changes = changes if self._refresh() else None
+            if changes is None or changes.total != self._seen_changes:
+                # Read before the schedules: a change made while they are read moves the count again.
+                if changes is not None and changes.schedules is not None and self._seen_changes is not None:
+                    complete = self._reread(changes.schedules)
+                else:
+                    complete = self._refresh()
+                self._seen_changes = changes.total if changes is not None and complete else None
             # Having waited in moto for a change, read again at once; else poll.
             waited = self._seen_changes is not None and wait_s > 0
             next_poll = time.time() + (0.0 if waited else self._poll_interval_s)
@@ -198,14 +212,33 @@ class ScheduleWatcher:
                 known = self._watched.get(key)
                 if known is not None and known.modified == summary.get("LastModificationDate"):
                     continue
-                detail = self._get(group, summary["Name"])
-                if detail is not None:
-                    self._watched[key] = self._plan(group, detail, known)
-                else:
-                    complete = False
+                complete = self._read(key) and complete
         for key in set(self._watched) - seen:
             del self._watched[key]
         return complete
+
+    def _reread(self, changed: list[ScheduleKey]) -> bool:
+        """Notes the changes to the schedules named (those of other groups left out); False when one
+        could not be read, to be listed again at the next poll."""
+        complete = True
+        for key in changed:
+            if key[0] in self._groups:
+                complete = self._read(key) and complete
+        return complete
+
+    def _read(self, key: ScheduleKey) -> bool:
+        """Reads one schedule again: plans it, or forgets it when it is gone; False when it could not
+        be read."""
+        detail = self._get(*key)
+        if detail is _Missing.UNREADABLE:
+            return False
+        if detail is _Missing.GONE:
+            self._watched.pop(key, None)
+            return True
+        known = self._watched.get(key)
+        if known is None or known.modified != detail.get("LastModificationDate"):
+            self._watched[key] = self._plan(key[0], detail, known)
+        return True
 
     def _list(self, group: str) -> list[Any]:
         summaries: list[Any] = []
@@ -214,17 +247,17 @@ class ScheduleWatcher:
             summaries.extend(item for item in page.get("Schedules", []) if item.get("GroupName") == group)
         return summaries
 
-    def _get(self, group: str, name: str) -> GetScheduleOutputTypeDef | None:
+    def _get(self, group: str, name: str) -> GetScheduleOutputTypeDef | _Missing:
         try:
             return self._scheduler.get_schedule(GroupName=group, Name=name)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
-                return None
+                return _Missing.GONE
             log.exception("reading the schedule %s/%s failed", group, name)
-            return None
+            return _Missing.UNREADABLE
         except BotoCoreError:
             log.exception("reading the schedule %s/%s failed", group, name)
-            return None
+            return _Missing.UNREADABLE
 
     def _plan(self, group: str, detail: GetScheduleOutputTypeDef, known: _Watched | None) -> _Watched:
         expression = detail.get("ScheduleExpression", "")
@@ -259,8 +292,11 @@ class ScheduleWatcher:
     def _fire(self, watched: _Watched) -> None:
         key = (watched.group, watched.name)
         detail = self._get(watched.group, watched.name)
-        if detail is None:  # deleted meanwhile
+        if isinstance(detail, _Missing):  # deleted meanwhile, or to be listed again
             self._watched.pop(key, None)
+            if detail is _Missing.UNREADABLE:
+                # The count of changes will not move for it: list them all at the next poll.
+                self._seen_changes = None
             return
         if detail.get("LastModificationDate") != watched.modified:
             # Updated since it was planned: plan again, and fire now only if it is still due.

@@ -30,7 +30,7 @@ from wakeup_local.gateway import Gateway, routes_from
 from wakeup_local.lambda_logs import FunctionLog
 from wakeup_local.mappings import MappingWatcher, create_mappings
 from wakeup_local.moto_process import MotoProcess
-from wakeup_local.request_counter import scheduler_changes
+from wakeup_local.request_counter import scheduler_changes_since
 from wakeup_local.resources import StackResources, create_resources
 from wakeup_local.scheduler import RecurringRunner, ScheduleWatcher, recurring_schedules
 from wakeup_local.sqs_poller import SqsPoller, event_sources
@@ -281,7 +281,7 @@ class LocalStack:
             self._async.invoke,
             exact=_truthy(settings_env.get(EXACT_SCHEDULES_ENV)),
             rng=self._rng,
-            changes=functools.partial(scheduler_changes, self.endpoint_url),
+            changes=functools.partial(scheduler_changes_since, self.endpoint_url),
         )
         sweep = settings_env.get(SWEEP_PERIOD_ENV)
         self._recurring = RecurringRunner(

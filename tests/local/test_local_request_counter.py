@@ -12,7 +12,7 @@ import pytest
 
 from wakeup_local.aws import make_clients
 from wakeup_local.moto_process import MotoProcess
-from wakeup_local.request_counter import COUNTS_PATH, scheduler_changes
+from wakeup_local.request_counter import CHANGE_LOG_SIZE, COUNTS_PATH, scheduler_changes, scheduler_changes_since
 
 
 @pytest.fixture(scope="module")
@@ -91,4 +91,77 @@ def test_a_read_of_the_changes_waits_for_a_change_and_answers_as_one_is_made(mot
         own.scheduler.delete_schedule_group(Name=group)
         assert waiting.result(timeout=10) == seen + 1
     assert time.monotonic() - started < 4.0
+    own.close()
+
+
+TARGET = {"Arn": "arn:aws:lambda:us-east-1:123456789012:function:f", "RoleArn": "arn:aws:iam::123456789012:role/r"}
+AT = {"ScheduleExpression": "at(2099-01-01T00:00:00)", "FlexibleTimeWindow": {"Mode": "OFF"}, "Target": TARGET}
+
+
+def changed_since(moto: MotoProcess, seen: int) -> list[tuple[str, str]] | None:
+    changes = scheduler_changes_since(moto.endpoint_url, seen)
+    assert changes is not None
+    return changes.schedules
+
+
+def test_the_schedules_created_updated_and_deleted_since_a_count_are_named(moto: MotoProcess) -> None:
+    # given a group
+    own = make_clients(moto.endpoint_url, "us-east-1")
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    own.scheduler.create_schedule_group(Name=group)
+    seen = scheduler_changes(moto.endpoint_url)
+    assert seen is not None
+    # when schedules are created, updated and deleted, in it and in the default group (no GroupName),
+    # one of them under a name sent percent-encoded
+    own.scheduler.create_schedule(GroupName=group, Name="a", **AT)
+    own.scheduler.create_schedule(Name="d b%41", **AT)
+    own.scheduler.update_schedule(GroupName=group, Name="a", **AT)
+    own.scheduler.create_schedule(GroupName=group, Name="b", **AT)
+    own.scheduler.delete_schedule(GroupName=group, Name="a")
+    own.scheduler.delete_schedule(Name="d b%41")
+    # then those are named, each once, as the client named them; and none since the last count
+    changes = scheduler_changes_since(moto.endpoint_url, seen)
+    assert changes is not None
+    assert changes.total == seen + 6
+    assert changes.schedules == [(group, "a"), ("default", "d b%41"), (group, "b")]
+    assert changed_since(moto, changes.total) == []
+    # and moto still read the bodies handed on: the schedule was created in its group
+    assert own.scheduler.get_schedule(GroupName=group, Name="b")["GroupName"] == group
+    own.close()
+
+
+def test_a_change_to_a_group_or_a_reset_names_no_schedules(moto: MotoProcess) -> None:
+    own = make_clients(moto.endpoint_url, "us-east-1")
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    # a group deleted (its schedules with it) may have changed any schedule
+    own.scheduler.create_schedule_group(Name=group)
+    seen = scheduler_changes(moto.endpoint_url)
+    assert seen is not None
+    own.scheduler.create_schedule(GroupName=group, Name="s", **AT)
+    assert changed_since(moto, seen) == [(group, "s")]
+    own.scheduler.delete_schedule_group(Name=group)
+    assert changed_since(moto, seen) is None
+    # and so may moto's reset
+    seen = scheduler_changes(moto.endpoint_url)
+    assert seen is not None
+    urllib.request.urlopen(urllib.request.Request(moto.endpoint_url + "/moto-api/reset", method="POST"), timeout=10)
+    assert changed_since(moto, seen) is None
+    own.close()
+
+
+def test_a_count_older_than_the_log_or_none_names_no_schedules(moto: MotoProcess) -> None:
+    # given more changes since a count than the log keeps (a deletion of no schedule is one)
+    own = make_clients(moto.endpoint_url, "us-east-1")
+    seen = scheduler_changes(moto.endpoint_url)
+    assert seen is not None
+    for index in range(CHANGE_LOG_SIZE + 1):
+        with pytest.raises(own.scheduler.exceptions.ResourceNotFoundException):
+            own.scheduler.delete_schedule(Name=f"none-{index}")
+    # then a reader at that count is told none, while one a change later is told all of them
+    assert changed_since(moto, seen) is None
+    assert len(changed_since(moto, seen + 1) or []) == CHANGE_LOG_SIZE
+    # and a reader without a count, or with one from the future, is told none
+    current = scheduler_changes_since(moto.endpoint_url, None)
+    assert current is not None and current.schedules is None
+    assert changed_since(moto, current.total + 1) is None
     own.close()

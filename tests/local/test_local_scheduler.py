@@ -30,7 +30,7 @@ from wakeup_local.aws import AwsClients, make_clients
 from wakeup_local.environment_pool import EnvironmentPool
 from wakeup_local.functions import Functions, FunctionSpec, LocalFunction
 from wakeup_local.moto_process import MotoProcess
-from wakeup_local.request_counter import scheduler_changes
+from wakeup_local.request_counter import scheduler_changes_since
 from wakeup_local.scheduler import (
     ExpressionError,
     ScheduleWatcher,
@@ -306,15 +306,20 @@ def test_a_schedule_event_gets_eventbridges_scheduled_event_and_schedulev2_its_i
 
 
 class _ListingCounted:
-    """A Scheduler client that counts how often the schedules are listed."""
+    """A Scheduler client that counts how often the schedules are listed, and which are read."""
 
     def __init__(self, client: Any) -> None:
         self._client = client
         self.listings = 0
+        self.reads: list[str] = []
 
     def get_paginator(self, name: str) -> Any:
         self.listings += name == "list_schedules"
         return self._client.get_paginator(name)
+
+    def get_schedule(self, **kwargs: Any) -> Any:
+        self.reads.append(kwargs["Name"])
+        return self._client.get_schedule(**kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
@@ -322,7 +327,7 @@ class _ListingCounted:
 
 @dataclass
 class WatchedGroup:
-    """A schedule group in the local stack's moto and a watcher of it that counts its listings."""
+    """A schedule group in the local stack's moto and a watcher of it that counts its listings and reads."""
 
     clients: AwsClients
     group: str
@@ -339,7 +344,7 @@ def watched_group() -> Iterator[WatchedGroup]:
         group = f"g-{uuid.uuid4().hex[:8]}"
         clients.scheduler.create_schedule_group(Name=group)
         scheduler = _ListingCounted(clients.scheduler)
-        changes = functools.partial(scheduler_changes, moto.endpoint_url)
+        changes = functools.partial(scheduler_changes_since, moto.endpoint_url)
         watcher = ScheduleWatcher(scheduler, [group], Functions([]), lambda function, event: None, changes=changes)
         yield WatchedGroup(clients, group, scheduler, watcher)
     finally:
@@ -347,7 +352,7 @@ def watched_group() -> Iterator[WatchedGroup]:
         moto.stop()
 
 
-def test_the_schedules_are_listed_again_only_after_a_change(watched_group: WatchedGroup) -> None:
+def test_the_schedules_are_read_again_only_after_a_change(watched_group: WatchedGroup) -> None:
     # given a watcher of a group in the local stack's moto, which counts the schedules' changes
     watcher, scheduler = watched_group.watcher, watched_group.scheduler
     # when it polls three times with nothing changed
@@ -355,18 +360,75 @@ def test_the_schedules_are_listed_again_only_after_a_change(watched_group: Watch
         watcher._round(0.0)
     # then it listed once
     assert scheduler.listings == 1
-    # and when a schedule is created, the next poll lists it, and the one after does not
+    # and when a schedule is created, the next poll reads it, and the one after does not
+    create(watched_group, "s")
+    watcher._round(0.0)
+    watcher._round(0.0)
+    assert (scheduler.listings, scheduler.reads) == (1, ["s"])
+    assert (watched_group.group, "s") in watcher._watched
+
+
+def create(watched_group: WatchedGroup, name: str, group: str | None = None) -> None:
     watched_group.clients.scheduler.create_schedule(
-        GroupName=watched_group.group,
-        Name="s",
+        GroupName=group or watched_group.group,
+        Name=name,
         ScheduleExpression="at(2099-01-01T00:00:00)",
         FlexibleTimeWindow={"Mode": "OFF"},
         Target={"Arn": "arn:aws:lambda:us-east-1:123456789012:function:f", "RoleArn": "arn:aws:iam::1:role/r"},
     )
+
+
+def test_after_a_change_the_watcher_reads_the_schedule_changed_and_lists_none(watched_group: WatchedGroup) -> None:
+    # given a watcher that has listed a group of 150 schedules, and another group it does not watch
+    watcher, scheduler, group = watched_group.watcher, watched_group.scheduler, watched_group.group
+    watched_group.clients.scheduler.create_schedule_group(Name=f"{group}-other")
+    for index in range(150):
+        create(watched_group, f"held-{index}")
     watcher._round(0.0)
+    assert (scheduler.listings, len(watcher._watched)) == (1, 150)
+    # when one more is created in its group, and one in the other group
+    scheduler.reads.clear()
+    create(watched_group, "new")
+    create(watched_group, "elsewhere", group=f"{group}-other")
+    # then the next poll reads the new one alone, and lists nothing
     watcher._round(0.0)
+    assert (scheduler.listings, scheduler.reads) == (1, ["new"])
+    # and when one is created, then one updated, the next poll reads those two alone
+    create(watched_group, "newer")
+    watched_group.clients.scheduler.update_schedule(
+        GroupName=group,
+        Name="held-7",
+        ScheduleExpression="at(2099-01-02T00:00:00)",
+        FlexibleTimeWindow={"Mode": "OFF"},
+        Target={"Arn": "arn:aws:lambda:us-east-1:123456789012:function:f", "RoleArn": "arn:aws:iam::1:role/r"},
+    )
+    scheduler.reads.clear()
+    watcher._round(0.0)
+    assert (scheduler.listings, scheduler.reads) == (1, ["newer", "held-7"])
+    assert (group, "newer") in watcher._watched
+    assert watcher._watched[(group, "held-7")].expression == "at(2099-01-02T00:00:00)"
+    # and when one is deleted, the next poll reads it, lists nothing, and watches it no more
+    watched_group.clients.scheduler.delete_schedule(GroupName=group, Name="held-3")
+    scheduler.reads.clear()
+    watcher._round(0.0)
+    assert (scheduler.listings, scheduler.reads) == (1, ["held-3"])
+    assert (group, "held-3") not in watcher._watched
+    assert len(watcher._watched) == 151
+
+
+def test_after_a_change_it_cannot_name_the_watcher_lists_its_groups_again(watched_group: WatchedGroup) -> None:
+    # given a watcher that has listed its group of one schedule
+    watcher, scheduler, group = watched_group.watcher, watched_group.scheduler, watched_group.group
+    create(watched_group, "kept")
+    watcher._round(0.0)
+    # when a schedule is created, and a group deleted (which deletes its schedules)
+    create(watched_group, "new")
+    watched_group.clients.scheduler.create_schedule_group(Name=f"{group}-gone")
+    watched_group.clients.scheduler.delete_schedule_group(Name=f"{group}-gone")
+    watcher._round(0.0)
+    # then the next poll lists the group again
     assert scheduler.listings == 2
-    assert (watched_group.group, "s") in watcher._watched
+    assert set(watcher._watched) == {(group, "kept"), (group, "new")}
 
 
 def test_between_changes_the_watcher_waits_in_moto_and_then_reads_again_at_once(
