@@ -42,11 +42,11 @@ from wakeup_local.scheduler import (
 from wakeup_local.stack import LocalStack
 
 EXACT = {"WAKEUP_LOCAL_EXACT_SCHEDULES": "1"}
-# How late a schedule's handler may start after the moment the Scheduler planned for it: the watcher
-# reads moto every 0.2 s, and a loaded machine (two test workers and another process on two cores)
-# delays the firing thread and the handler's process. The moment planned is checked exactly, from the
-# Scheduler's own log; a late bound of seconds would still catch a schedule fired at its minute's end.
-TOLERANCE_S = 1.5
+# How late a schedule's handler may start after the moment the Scheduler planned for it: a loaded
+# machine delays the firing thread and the handler's process (1.6 s once, four workers and more on
+# two cores). The moment planned is checked exactly, from the Scheduler's own log; a late bound of
+# seconds still catches a schedule fired at its minute's end, or at its time instead of 3 s after.
+TOLERANCE_S = 3.0
 # An event without a marker: it starts the target's environment before a test times a firing (a cold
 # start would delay the handler's stamp by its init).
 WARM_UP = {"warm-up": True}
