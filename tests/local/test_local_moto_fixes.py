@@ -39,11 +39,9 @@ LEX_CONDITION = ConditionExpressionParser._lex_condition_expression
 
 
 @pytest.fixture(scope="module")
-def fixed_moto() -> Iterator[str]:
-    process = MotoProcess()
-    process.start()
-    yield process.endpoint_url
-    process.stop()
+def fixed_moto(moto_endpoint: str) -> str:
+    """The local stack's moto (conftest's), named against moto's own (`plain_moto`)."""
+    return moto_endpoint
 
 
 @pytest.fixture(params=["plain_moto", "fixed_moto"])

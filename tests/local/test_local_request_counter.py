@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import boto3
 import pytest
 
-from wakeup_local.aws import make_clients
+from wakeup_local.aws import AwsClients, make_clients
 from wakeup_local.moto_process import MotoProcess
 from wakeup_local.request_counter import CHANGE_LOG_SIZE, COUNTS_PATH, scheduler_changes, scheduler_changes_since
 
@@ -104,13 +104,19 @@ def changed_since(moto: MotoProcess, seen: int) -> list[tuple[str, str]] | None:
     return changes.schedules
 
 
-def test_the_schedules_created_updated_and_deleted_since_a_count_are_named(moto: MotoProcess) -> None:
-    # given a group
+def a_group_and_the_count(moto: MotoProcess) -> tuple[AwsClients, str, int]:
+    """The stack's own clients, a new schedule group, and the count of changes once it is made."""
     own = make_clients(moto.endpoint_url, "us-east-1")
     group = f"g-{uuid.uuid4().hex[:8]}"
     own.scheduler.create_schedule_group(Name=group)
     seen = scheduler_changes(moto.endpoint_url)
     assert seen is not None
+    return own, group, seen
+
+
+def test_the_schedules_created_updated_and_deleted_since_a_count_are_named(moto: MotoProcess) -> None:
+    # given a group
+    own, group, seen = a_group_and_the_count(moto)
     # when schedules are created, updated and deleted, in it and in the default group (no GroupName),
     # one of them under a name sent percent-encoded
     own.scheduler.create_schedule(GroupName=group, Name="a", **AT)
@@ -131,12 +137,8 @@ def test_the_schedules_created_updated_and_deleted_since_a_count_are_named(moto:
 
 
 def test_a_change_to_a_group_or_a_reset_names_no_schedules(moto: MotoProcess) -> None:
-    own = make_clients(moto.endpoint_url, "us-east-1")
-    group = f"g-{uuid.uuid4().hex[:8]}"
     # a group deleted (its schedules with it) may have changed any schedule
-    own.scheduler.create_schedule_group(Name=group)
-    seen = scheduler_changes(moto.endpoint_url)
-    assert seen is not None
+    own, group, seen = a_group_and_the_count(moto)
     own.scheduler.create_schedule(GroupName=group, Name="s", **AT)
     assert changed_since(moto, seen) == [(group, "s")]
     own.scheduler.delete_schedule_group(Name=group)

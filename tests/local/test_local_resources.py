@@ -10,16 +10,12 @@ from localstack_helpers import FIXTURE_TEMPLATE, ROOT
 
 from wakeup_awsfacts.template import DYNAMODB_TABLE, SCHEDULE_GROUP, SECRET, SQS_QUEUE, Resolver, load_template
 from wakeup_local.aws import AwsClients, make_clients
-from wakeup_local.moto_process import MotoProcess
 from wakeup_local.resources import StackResources, create_resources, delete_resources
 
 
 @pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    moto = MotoProcess()
-    moto.start()
-    yield moto.endpoint_url
-    moto.stop()
+def endpoint(moto_endpoint: str) -> str:
+    return moto_endpoint
 
 
 @pytest.fixture
