@@ -18,10 +18,9 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_ba
 
 from wakeup_local import moto_fixes
 from wakeup_local.loopback_wsgi import LoopbackWsgiServer
+from wakeup_local.moto_process import LOOPBACK
 from wakeup_local.moto_shortcut import MotoShortcut
 from wakeup_local.request_counter import RequestCounter
-
-LOOPBACK = "127.0.0.1"
 
 
 def serve(control: socket.socket, mapping_update_s: float) -> None:

@@ -29,6 +29,7 @@ import threading
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
+STDERR_FD = 2
 
 
 class MotoProcessError(RuntimeError):
@@ -93,10 +94,12 @@ class _ForkServer:
         self._socket, server_end = socket.socketpair()
         # moto needs no AWS settings of the shell's (a profile that does not exist here would fail it).
         environment = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
-        # Its socket is its stdin; stderr is the stack's own, so whatever moto says lands in its log.
+        # Its socket is its stdin. Its stdout is the stack's stderr, as its stderr is: whatever moto
+        # says lands in the stack's log, never in a stdout that a parent reads commands' answers from.
         self._process = subprocess.Popen(
             [sys.executable, "-m", "wakeup_local.moto_child"],
             stdin=server_end.fileno(),
+            stdout=STDERR_FD,
             env=environment,
             start_new_session=True,
         )

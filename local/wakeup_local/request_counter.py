@@ -170,15 +170,8 @@ def scheduler_changes(endpoint_url: str, seen: int | None = None, wait_s: float 
     """How many changes moto's process has counted to the schedules (`RequestCounter`); None when
     it cannot tell (a moto without this layer, or none answering). With `seen`, the answer waits up
     to `wait_s` for a count other than it."""
-    url = endpoint_url + SCHEDULER_CHANGES_PATH
-    if seen is not None and wait_s > 0:
-        url += "?" + urllib.parse.urlencode({"seen": seen, "wait": wait_s})
-    try:
-        with urllib.request.urlopen(url, timeout=CHANGES_TIMEOUT_S + wait_s) as reply:
-            changes = json.load(reply).get("changes")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return changes if isinstance(changes, int) else None
+    changes = scheduler_changes_since(endpoint_url, seen, wait_s)
+    return changes.total if changes is not None else None
 
 
 def scheduler_changes_since(endpoint_url: str, seen: int | None, wait_s: float = 0.0) -> SchedulerChanges | None:
