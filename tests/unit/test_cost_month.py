@@ -15,6 +15,12 @@ from wakeup_sim.deployment import TEMPLATE, from_template
 TINY_STEADY_S = 5  # 500 wakes at 100 a second: the output's shape, not its figures
 
 
+@pytest.fixture(scope="module")
+def printed() -> str:
+    """`make cost`'s output for template.yaml's defaults (simulations of seconds each: run once)."""
+    return bill.bill({}, steady_s=TINY_STEADY_S)
+
+
 def month(overrides: Mapping[str, str] | None = None) -> dict[str, cost.MonthLine]:
     template = load_template(TEMPLATE)
     resolver = Resolver(template, stack_name="t", parameter_overrides=dict(overrides or {}))
@@ -30,8 +36,7 @@ def test_every_price_names_the_aws_pricing_page_it_was_read_from() -> None:
         assert re.search(r"pricing\b.*, https://aws\.amazon\.com/[a-z0-9-]+/pricing/", price.page), name
 
 
-def test_the_idle_month_prints_the_sum_of_its_lines() -> None:
-    printed = bill.bill({}, steady_s=TINY_STEADY_S)
+def test_the_idle_month_prints_the_sum_of_its_lines(printed: str) -> None:
     charges = [row for row in printed.splitlines() if row.startswith("| ") and "https://aws.amazon.com/" in row]
     usd = [float(row.split(" | ")[2].lstrip("$").replace(",", "")) for row in charges]
     idle = float(re.findall(r"idle stack per month: \$([\d.]+)", printed)[0])
@@ -41,8 +46,7 @@ def test_the_idle_month_prints_the_sum_of_its_lines() -> None:
     assert idle == pytest.approx(sum(line.usd for line in month().values()), abs=0.005)
 
 
-def test_the_output_ends_with_the_idle_month_then_the_price_of_a_million_wakes() -> None:
-    printed = bill.bill({}, steady_s=TINY_STEADY_S)
+def test_the_output_ends_with_the_idle_month_then_the_price_of_a_million_wakes(printed: str) -> None:
     *before, idle, wakes = printed.splitlines()
     assert re.fullmatch(r"idle stack per month: \$\d+\.\d\d", idle)
     assert re.fullmatch(r"total per million wakes: near \$\d+\.\d\d, far \$\d+\.\d\d", wakes)
@@ -189,8 +193,7 @@ def test_x_ray_is_paid_only_when_the_tracing_parameter_turns_it_on() -> None:
     assert month({"Tracing": "Active"})[traces].quantity == pytest.approx(730 * 60)
 
 
-def test_the_price_with_tracing_on_is_printed_beside_the_default() -> None:
-    printed = bill.bill({}, steady_s=TINY_STEADY_S)
+def test_the_price_with_tracing_on_is_printed_beside_the_default(printed: str) -> None:
     near, far = map(float, re.findall(r"total per million wakes: near \$([\d.]+), far \$([\d.]+)", printed)[0])
     found = re.search(
         r"Tracing=Active the stack at rest costs \$([\d.]+) a month.* \$([\d.]+) near, \$([\d.]+) far", printed
