@@ -230,7 +230,13 @@ def test_a_hundred_wakes_due_at_one_second_are_each_called_once_on_time(
     instances = unbounded_instances
     # given 100 instances on one host, each with a path of its own
     warm_caller(instances, EVERY_CALLER_ENVIRONMENT)
-    made = {f"/i{n}/wake": instances.new(host.url_for(f"i{n}")) for n in range(100)}
+    made = dict(
+        zip(
+            [f"/i{n}/wake" for n in range(100)],
+            instances.new_many([host.url_for(f"i{n}") for n in range(100)]),
+            strict=True,
+        )
+    )
     # (due as far ahead as the warm-up's burst: registering 100 has taken over 6 s on a loaded machine)
     at = iso(time.time() + BURST_LEAD_S)
     with ThreadPoolExecutor(max_workers=10) as pool:

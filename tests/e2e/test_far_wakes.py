@@ -251,7 +251,7 @@ def test_nothing_is_ever_scheduled_in_the_past(
     aws = StackAws(fast_stack)
     offsets = [3.0, 4.5, 5.0, 5.2, 5.5, 6.0, 6.5, 7.0, 8.0, 10.0, 12.0]
     with ScheduleRecorder(aws, aws.schedule_group()) as recorder:
-        tokens = [fast_instances.new(host.url_for(f"i{n}"))[1] for n in range(len(offsets))]
+        tokens = [token for _, token in fast_instances.new_many([host.url_for(f"i{n}") for n in range(len(offsets))])]
 
         def wake_in(token: str, offset: float) -> None:
             fast_instances.wake(token, iso(time.time() + offset))

@@ -44,6 +44,12 @@ class Instances:
         self.ids.append(reply.json()["id"])
         return reply.json()["id"], token
 
+    def new_many(self, urls: list[str]) -> list[tuple[str, str]]:
+        """`new` for each of `urls`, ten at a time (one after the other, 260 took 12 s of a test that
+        waits for them), in their order."""
+        with ThreadPoolExecutor(max_workers=10) as pool:
+            return list(pool.map(self.new, urls))
+
     def wake(self, token: str, at: str) -> None:
         reply = self.api.wake(token, at)
         assert reply.status_code == 204, reply.text
@@ -86,7 +92,7 @@ def warm_caller(instances: Instances, wakes: int) -> None:
     than 4 s, and wakes already due are called as their batches come, by fewer environments.
     """
     with running_host() as host:
-        tokens = [instances.new(host.url_for(f"warm{n}"))[1] for n in range(wakes)]
+        tokens = [token for _, token in instances.new_many([host.url_for(f"warm{n}") for n in range(wakes)])]
         at = iso(time.time() + (2 if wakes == 1 else 10))
         with ThreadPoolExecutor(max_workers=10) as pool:
             list(pool.map(lambda token: instances.wake(token, at), tokens))
