@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.processes import children_by_parent, stat_fields
 from bench.stack import BenchStack
 from bench.stats import percentile
 from bench.workload import Api, Host
@@ -43,11 +44,6 @@ FAR_AHEAD_S = 86_400.0
 DELIVERY_METER_LEAD_S = 3.0
 
 
-def _stat(pid: int) -> list[str]:
-    # The fields after the command's name, which may itself hold spaces and parentheses.
-    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-
-
 class CpuMeter:
     """CPU seconds (user and system) of a process and all its descendants, by kind: "stack" (the
     process itself), "moto", each function's environments by handler module. A descendant that
@@ -60,20 +56,14 @@ class CpuMeter:
         self._retired: defaultdict[str, float] = defaultdict(float)
 
     def read(self) -> dict[str, float]:
-        children: dict[int, list[int]] = {}
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    children.setdefault(int(_stat(int(entry))[1]), []).append(int(entry))
-                except (OSError, IndexError, ValueError):
-                    continue  # ended meanwhile
+        children = children_by_parent()
         current: dict[int, tuple[str, float]] = {}
         waited_for = 0.0
         pending = [self.pid]
         while pending:
             pid = pending.pop()
             try:
-                fields = _stat(pid)
+                fields = stat_fields(pid)
                 command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
