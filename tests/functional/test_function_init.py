@@ -11,13 +11,13 @@ from moto_env import ROOT
 FUNCTIONS = ["instances", "wake", "caller", "sweeper", "planner"]
 
 
-def init(function: str, settings: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Imports the handler in a fresh process, as Lambda's init does, with only `settings` of ours."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("WAKEUP_")}
+def init(function: str, settings: dict[str, str], then: str = "") -> subprocess.CompletedProcess[str]:
+    """Imports the handler in a fresh process, as Lambda's init does, with only `settings` of ours
+    (then runs `then`)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("WAKEUP_", "POWERTOOLS_"))}
     env.update(settings, PYTHONPATH=str(ROOT / "functions" / function))
-    return subprocess.run(
-        [sys.executable, "-c", f"import {function}_handler"], env=env, capture_output=True, text=True, timeout=60
-    )
+    code = f"import {function}_handler\n{then}"
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.parametrize("function", FUNCTIONS)
@@ -39,3 +39,23 @@ def test_invalid_planner_settings_fail_the_planners_init_with_the_reason() -> No
     result = init("planner", {"WAKEUP_TABLE": "t", "WAKEUP_CALLER_BATCH_SIZE": "11"})
     assert result.returncode != 0
     assert "WAKEUP_CALLER_BATCH_SIZE" in result.stderr and "less than or equal to 10" in result.stderr
+
+
+# What the init has imported, and the tracer the handlers' decorator comes from.
+TRACING = (
+    "import sys; from wakeup.observability import tracer;"
+    " print(type(tracer).__name__, 'aws_xray_sdk.core' in sys.modules)"
+)
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_with_tracing_off_the_init_leaves_the_tracer_and_the_x_ray_sdk_out(function: str) -> None:
+    result = init(function, {"WAKEUP_TABLE": "t", "POWERTOOLS_TRACE_DISABLED": "true"}, then=TRACING)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["Untraced", "False"]
+
+
+def test_with_tracing_on_the_handlers_are_traced_by_powertools() -> None:
+    result = init("caller", {"WAKEUP_TABLE": "t", "POWERTOOLS_TRACE_DISABLED": "false"}, then=TRACING)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["Tracer", "True"]

@@ -107,3 +107,13 @@ def test_the_callers_reservation_in_template_yaml_is_none_until_a_parameter_sets
         resolver = Resolver(template, "wstack", parameter_overrides=overrides, rng=random.Random(3))
         specs = {spec.logical_id: spec for spec in function_specs(template, resolver, {})}
         assert specs["CallerFunction"].reserved_concurrency == expected
+
+
+def test_every_function_leaves_tracing_off_unless_the_tracing_parameter_is_active() -> None:
+    # PassThrough (the default) records only what an upstream sampled, and nothing upstream does:
+    # the handlers then leave Powertools' Tracer out (wakeup.observability).
+    template = load_template(ROOT / "template.yaml")
+    for overrides, expected in (({}, "true"), ({"Tracing": "Active"}, "false")):
+        resolver = Resolver(template, "tstack", parameter_overrides=overrides, rng=random.Random(3))
+        specs = function_specs(template, resolver, {})
+        assert {spec.environment["POWERTOOLS_TRACE_DISABLED"] for spec in specs} == {expected}

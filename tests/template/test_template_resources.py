@@ -119,6 +119,8 @@ def test_globals_give_every_function_the_runtime_tracing_layer_and_settings(
     assert variables == {
         "POWERTOOLS_METRICS_NAMESPACE": "Wakeup",
         "POWERTOOLS_LOG_LEVEL": {"Ref": "LogLevel"},
+        # Powertools' Tracer only when Lambda traces the function (wakeup.observability).
+        "POWERTOOLS_TRACE_DISABLED": {"Fn::If": ["TracingActive", "false", "true"]},
         # The stack's own table, or the one it adopts (test_template_safety.py).
         "WAKEUP_TABLE": {"Fn::If": ["MakesTable", {"Ref": "Table"}, {"Ref": "ExistingTableName"}]},
         "WAKEUP_QUEUE_URL": {"Ref": "CallerQueue"},
