@@ -4,7 +4,8 @@ Measured in `bench/.venv`, a virtual environment with only the layer's requireme
 own `.venv` holds moto, cfn-lint and mypy as well, whose packages would change what an import
 finds). The interpreter is Python 3.13, the runtime's, where this machine has it; with another, the
 report says so. Each probe sets the function's environment from `template.yaml` and
-`LAMBDA_TASK_ROOT`, so that Powertools' Tracer patches boto3 as it does on Lambda.
+`LAMBDA_TASK_ROOT`, so that the handler's init is Lambda's (with the template's default tracing, its
+`POWERTOOLS_TRACE_DISABLED` leaves Powertools' Tracer out).
 """
 
 from __future__ import annotations

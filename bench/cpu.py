@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.processes import children_by_parent, stat_fields
+from bench.processes import family, stat_fields
 from bench.stack import BenchStack
 from bench.stats import percentile
 from bench.workload import Api, Host
@@ -56,12 +56,9 @@ class CpuMeter:
         self._retired: defaultdict[str, float] = defaultdict(float)
 
     def read(self) -> dict[str, float]:
-        children = children_by_parent()
         current: dict[int, tuple[str, float]] = {}
         waited_for = 0.0
-        pending = [self.pid]
-        while pending:
-            pid = pending.pop()
+        for pid in family(self.pid):
             try:
                 fields = stat_fields(pid)
                 command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -70,7 +67,6 @@ class CpuMeter:
             kind = "stack" if pid == self.pid else _kind(command)
             current[pid] = (kind, (int(fields[11]) + int(fields[12])) / _TICK)
             waited_for += (int(fields[13]) + int(fields[14])) / _TICK
-            pending += children.get(pid, [])
         for pid, (kind, cpu) in self._last.items():
             if pid not in current:
                 self._retired[kind] += cpu

@@ -48,12 +48,15 @@ NO_VALUE: Any = _NoValue()
 
 
 # libyaml's parser where PyYAML has it (its wheels do): it reads template.yaml in a tenth of the CPU
-# of the pure-Python one (19 ms against 184 ms here), and the tests deploy the template some 170
-# times a run. The constructors, and so the document, are the same.
-_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# of the pure-Python one, and the tests deploy the template some 170 times a run. Both build the
+# document with the same safe constructors (`SafeConstructor`), so it is the same.
+try:
+    from yaml import CSafeLoader as _SafeLoader
+except ImportError:  # pragma: no cover - a PyYAML built without libyaml
+    from yaml import SafeLoader as _SafeLoader  # type: ignore[assignment]
 
 
-class CloudFormationLoader(_SafeLoader):  # type: ignore[valid-type,misc]
+class CloudFormationLoader(_SafeLoader):
     """A safe YAML loader that knows CloudFormation's short-form tags."""
 
 
@@ -64,7 +67,7 @@ CloudFormationLoader.yaml_implicit_resolvers = {
 }
 
 
-def _node_value(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+def _node_value(loader: CloudFormationLoader, node: yaml.Node) -> Any:
     if isinstance(node, yaml.ScalarNode):
         return loader.construct_scalar(node)
     if isinstance(node, yaml.SequenceNode):
@@ -74,14 +77,14 @@ def _node_value(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
     raise TemplateError(f"unexpected YAML node {node!r}")  # pragma: no cover - every node is one of them
 
 
-def _long_form(key: str) -> Callable[[yaml.SafeLoader, yaml.Node], dict[str, Any]]:
-    def construct(loader: yaml.SafeLoader, node: yaml.Node) -> dict[str, Any]:
+def _long_form(key: str) -> Callable[[CloudFormationLoader, yaml.Node], dict[str, Any]]:
+    def construct(loader: CloudFormationLoader, node: yaml.Node) -> dict[str, Any]:
         return {key: _node_value(loader, node)}
 
     return construct
 
 
-def _get_att(loader: yaml.SafeLoader, node: yaml.Node) -> dict[str, Any]:
+def _get_att(loader: CloudFormationLoader, node: yaml.Node) -> dict[str, Any]:
     value = _node_value(loader, node)
     if isinstance(value, str):
         # `!GetAtt Resource.Attribute`; an attribute may itself hold dots (`Endpoint.Address`).
@@ -122,7 +125,7 @@ for _name in _FUNCTION_TAGS:
 def parse_template(text: str) -> dict[str, Any]:
     """The template's document, short tags in their long form."""
     try:
-        document = yaml.load(text, Loader=CloudFormationLoader)  # noqa: S506 - a SafeLoader subclass
+        document = yaml.load(text, Loader=CloudFormationLoader)  # noqa: S506 - safe constructors only
     except yaml.YAMLError as exc:
         raise TemplateError(f"the template is not valid YAML: {exc}") from exc
     if not isinstance(document, dict):

@@ -7,8 +7,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from wakeup_awsfacts.template import NO_VALUE, Resolver, Template, TemplateError, load_template, parse_template
+from wakeup_awsfacts.template import (
+    NO_VALUE,
+    CloudFormationLoader,
+    Resolver,
+    Template,
+    TemplateError,
+    load_template,
+    parse_template,
+)
 
 
 def template_of(yaml_text: str) -> Template:
@@ -107,6 +116,16 @@ def test_each_short_tag_loads_as_its_long_form() -> None:
 
 def test_the_format_version_stays_a_string_not_a_date() -> None:
     assert template_of(SMALL).document["AWSTemplateFormatVersion"] == "2010-09-09"
+
+
+def test_libyamls_parser_reads_template_yaml_as_the_pure_python_one_does() -> None:
+    class PurePython(yaml.SafeLoader):
+        yaml_constructors = CloudFormationLoader.yaml_constructors
+        yaml_implicit_resolvers = CloudFormationLoader.yaml_implicit_resolvers
+
+    assert issubclass(CloudFormationLoader, yaml.CSafeLoader)  # PyYAML's wheels have libyaml
+    text = (Path(__file__).parents[2] / "template.yaml").read_text()
+    assert parse_template(text) == yaml.load(text, Loader=PurePython)  # noqa: S506 - safe constructors only
 
 
 def test_a_template_that_is_not_yaml_or_cannot_be_read_is_a_template_error(tmp_path: Path) -> None:

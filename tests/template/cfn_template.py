@@ -20,12 +20,18 @@ TEMPLATE = REPO / "template.yaml"
 SUB_VARIABLE = re.compile(r"\$\{(?!!)([^}]+)\}")
 
 
-# libyaml's parser where PyYAML has it: a tenth of the pure-Python one's CPU.
-class CloudFormationLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+# libyaml's parser where PyYAML has it: a tenth of the pure-Python one's CPU, the same constructors.
+try:
+    from yaml import CSafeLoader as _SafeLoader
+except ImportError:  # pragma: no cover - a PyYAML built without libyaml
+    from yaml import SafeLoader as _SafeLoader  # type: ignore[assignment]
+
+
+class CloudFormationLoader(_SafeLoader):
     """A safe YAML loader that knows CloudFormation's short-form intrinsic functions."""
 
 
-def _construct_intrinsic(loader: yaml.SafeLoader, tag_suffix: str, node: yaml.Node) -> dict[str, Any]:
+def _construct_intrinsic(loader: CloudFormationLoader, tag_suffix: str, node: yaml.Node) -> dict[str, Any]:
     value: Any
     if isinstance(node, yaml.ScalarNode):
         value = loader.construct_scalar(node)
@@ -51,7 +57,7 @@ CloudFormationLoader.add_multi_constructor("!", _construct_intrinsic)
 def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
     """The template at `path` with its intrinsic functions in their long form."""
     with path.open(encoding="utf-8") as stream:
-        # A SafeLoader subclass: no arbitrary objects are built.
+        # Safe constructors only: no arbitrary objects are built.
         loaded = yaml.load(stream, Loader=CloudFormationLoader)
     assert isinstance(loaded, dict)
     return loaded

@@ -17,7 +17,8 @@ TINY_STEADY_S = 5  # 500 wakes at 100 a second: the output's shape, not its figu
 
 @pytest.fixture(scope="module")
 def printed() -> str:
-    """`make cost`'s output for template.yaml's defaults (simulations of seconds each: run once)."""
+    """`make cost`'s output for template.yaml's defaults (simulations of seconds each: run once a
+    worker)."""
     return bill.bill({}, steady_s=TINY_STEADY_S)
 
 
