@@ -79,11 +79,14 @@ class CpuMeter:
 
 
 def _kind(command: list[bytes]) -> str:
-    words = [word.decode(errors="replace") for word in command if word]
+    # A forked environment's command line is one string of words (set by its fork server).
+    words = b" ".join(command).decode(errors="replace").split()
     # moto's fork server and the motos it forked (wakeup_local.moto_child), or a moto of its own
     # (wakeup_local.moto_process, before the fork server): a checkout before it compares too
     if any(word.startswith("wakeup_local.moto_") for word in words):
         return "moto"
+    if any(word.endswith("environment_forker.py") for word in words):
+        return "environments' fork server"
     return words[-1].split(".")[0] if words else "?"
 
 

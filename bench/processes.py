@@ -1,7 +1,8 @@
 """A process and its descendants, read from `/proc`: what the stack's meters add up.
 
-A stack's processes are its own, its environments (its children), moto's fork server (a child) and
-the motos it forked (grandchildren): a meter that counted children only would leave moto out.
+A stack's processes are its own, the fork servers of its environments and of moto (its children),
+and the environments and motos they forked (grandchildren): a meter that counted children only would
+leave them out.
 """
 
 from __future__ import annotations
@@ -37,3 +38,12 @@ def family(pid: int) -> list[int]:
         found.append(current)
         pending += children.get(current, [])
     return found
+
+
+def command(pid: int) -> str:
+    """The process's command line, its words joined by spaces (a forked environment's is one
+    string already, set by its fork server); empty once it has ended."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""

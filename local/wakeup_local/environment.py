@@ -22,14 +22,13 @@ import math
 import os
 import queue
 import secrets
-import subprocess
-import sys
 import threading
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from wakeup_local.environment_process import RuntimeProcess, start_runtime
 from wakeup_local.lambda_logs import FunctionLog, Report, end_line, start_line, timeout_line
 from wakeup_local.runtime_api import Invocation, RuntimeApi, RuntimeSignal
 
@@ -40,8 +39,6 @@ log = logging.getLogger(__name__)
 # both together. ("Lambda execution environment lifecycle", init phase:
 # https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtime-environment.html)
 INIT_TIMEOUT_S = 10.0
-# Lambda's runtime interface client, which the Python runtime runs (pinned in pyproject.toml).
-RUNTIME_CLIENT = "awslambdaric"
 STOP_TIMEOUT_S = 5.0
 
 
@@ -85,7 +82,7 @@ class ExecutionEnvironment:
         self.settings = settings
         self._log = function_log
         self._api = RuntimeApi()
-        self._process: subprocess.Popen[bytes] | None = None
+        self._process: RuntimeProcess | None = None
         self._write_fd = -1
         self._reader: threading.Thread | None = None
         # Platform lines in the pipe start with this, which nothing the function prints will.
@@ -110,15 +107,7 @@ class ExecutionEnvironment:
         }
         started = time.monotonic()
         try:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", RUNTIME_CLIENT, self.settings.handler],
-                cwd=self.settings.code_dir,
-                env=variables,
-                stdin=subprocess.DEVNULL,
-                stdout=self._write_fd,
-                stderr=self._write_fd,
-                start_new_session=True,
-            )
+            self._process = start_runtime(self.settings.handler, self.settings.code_dir, variables, self._write_fd)
         except OSError:
             os.close(read_fd)
             self.stop()
@@ -218,7 +207,7 @@ class ExecutionEnvironment:
             process.kill()
             process.wait(STOP_TIMEOUT_S)
 
-    def _await_exit(self, process: subprocess.Popen[bytes]) -> None:
+    def _await_exit(self, process: RuntimeProcess) -> None:
         code = process.wait()
         self.alive = False  # the pool hands a dead environment no more work
         self._api.signal(RuntimeSignal("exit", body=f"exit status {code}".encode()))

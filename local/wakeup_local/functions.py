@@ -32,8 +32,9 @@ from wakeup_awsfacts.template import (
     function_arn,
 )
 from wakeup_local.aws import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY
-from wakeup_local.environment import RUNTIME_CLIENT, EnvironmentSettings, ExecutionEnvironment, FunctionError
+from wakeup_local.environment import EnvironmentSettings, ExecutionEnvironment, FunctionError
 from wakeup_local.environment_pool import EnvironmentPool, Throttled
+from wakeup_local.environment_process import RUNTIME_CLIENT
 from wakeup_local.lambda_logs import FunctionLog
 
 __all__ = ["FunctionError", "FunctionSpec", "Functions", "LocalFunction", "Throttled", "function_specs"]

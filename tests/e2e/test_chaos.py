@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from wakes_support import Instances, as_registered, iso
 
+from bench.processes import command, family
 from support.api import Api
 from support.host import Call, WakeHost, hang, reset
 from support.stack_process import MakeStack, StackProcess
@@ -65,7 +66,8 @@ class Chaos:
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def callers(self) -> list[int]:
-        return [pid for pid, command in _children(self.stack.pid) if "caller_handler" in command]
+        """The caller's environments: forked by the stack's fork server of environments."""
+        return [pid for pid in family(self.stack.pid) if "caller_handler" in command(pid)]
 
     def moto(self) -> int:
         """The stack's moto: the one process its fork server of motos (moto_process.py) has forked."""

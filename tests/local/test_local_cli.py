@@ -17,6 +17,8 @@ import pytest
 import requests
 from localstack_helpers import ROOT
 
+from bench.processes import command, family
+
 WAKEUP_LOCAL = Path(sys.executable).with_name("wakeup-local")
 START_TIMEOUT_S = 60
 
@@ -39,16 +41,9 @@ def lines_of(stream: IO[str]) -> "queue.Queue[str | None]":
     return lines
 
 
-def children_of(pid: int) -> dict[int, str]:
-    """The processes whose parent is `pid`, with their command lines."""
-    children = {}
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and int((entry / "stat").read_text().rpartition(")")[2].split()[1]) == pid:
-                children[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except (OSError, ValueError, IndexError):
-            continue  # ended meanwhile
-    return children
+def descendants_of(pid: int) -> dict[int, str]:
+    """The processes below `pid` (its fork servers' too), with their command lines."""
+    return {descendant: command(descendant) for descendant in family(pid)[1:]}
 
 
 @pytest.fixture
@@ -121,8 +116,8 @@ def test_it_prints_seven_lines_serves_and_stops_cleanly_on_a_signal(
     dynamodb = boto3.client("dynamodb", endpoint_url=values["AWS_ENDPOINT_URL"], region_name="us-east-1")
     assert dynamodb.describe_table(TableName=values["WAKEUP_TABLE"])["Table"]["TableStatus"] == "ACTIVE"
 
-    # its children: moto, and the execution environment that served the request
-    children = children_of(process.pid)
+    # its processes: moto, and the execution environment that served the request
+    children = descendants_of(process.pid)
     assert any("awslambdaric" in command for command in children.values()), children
     if to_group:
         os.killpg(process.pid, stop_signal)

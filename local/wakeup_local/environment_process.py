@@ -1,0 +1,209 @@
+"""An execution environment's process: `python -m awslambdaric <handler>` in the function's folder,
+with exactly the environment's variables, its output into the environment's pipe, in a session of
+its own.
+
+Most are forked from a fork server (environment_forker.py) that has imported the packages the
+functions' layer brings: importing boto3, pydantic and Powertools was nine tenths of a cold start's
+CPU (the caller's: 0.49 s, now 0.05 s), and the suite starts some 250 environments, a burst tens.
+The function's own init (its handler's module, its settings, its clients) still runs in each
+environment, as Lambda runs it: the fork server imports none of it. What a cold start here does not
+repeat is the import of those packages, so a local Init Duration is shorter than a new process's
+(bench/cold_start.py measures new ones).
+
+An environment is started as a new process instead when its folders hold a module that the fork
+server imported (a layer built with its own boto3, say: the function must import that one).
+There is one fork server per value of the variables its imports read (`STARTUP_VARIABLES`), and it
+is started with those only, so that what it imported is what a new process would have.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Protocol
+
+FORKER = Path(__file__).with_name("environment_forker.py")
+# Lambda's runtime interface client, which the Python runtime runs (pinned in pyproject.toml).
+RUNTIME_CLIENT = "awslambdaric"
+STDERR_FD = 2
+STOP_TIMEOUT_S = 10.0
+# What a fork server's imports depend on: the interpreter's own variables as it starts (the PYTHON
+# ones but PYTHONPATH, which each environment sets, and sysconfig's _PYTHON ones; the locale's; TZ,
+# read as `time` is imported),
+# and what the preloaded packages read as they are imported (Powertools' debug switches and its
+# idea of the runtime, pydantic's plugins; tests/local/test_local_environment_process.py measures
+# them).
+STARTUP_VARIABLES = frozenset(
+    {
+        "HOME",
+        "LANG",
+        "TZ",
+        "AWS_EXECUTION_ENV",
+        "AWS_LAMBDA_INITIALIZATION_TYPE",
+        "POWERTOOLS_DEBUG",
+        "POWERTOOLS_DEV",
+        "POWERTOOLS_TRACE_MIDDLEWARES",
+        "PYDANTIC_DISABLE_PLUGINS",
+    }
+)
+
+
+class RuntimeProcess(Protocol):
+    """What an environment needs of its process: `subprocess.Popen`'s, or a forked one's."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def kill(self) -> None: ...
+
+
+def startup_variables(variables: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """The environment's variables that its fork server must have been started with."""
+    return tuple(
+        sorted(
+            (name, value)
+            for name, value in variables.items()
+            if name in STARTUP_VARIABLES or (name.startswith(("PYTHON", "_PYTHON", "LC_")) and name != "PYTHONPATH")
+        )
+    )
+
+
+def start_runtime(handler: str, folder: Path, variables: dict[str, str], output_fd: int) -> RuntimeProcess:
+    """The environment's process, forked where a fork server can (see above), else a new one."""
+    forked = _fork_server(startup_variables(variables)).fork(handler, folder, variables, output_fd)
+    if forked is not None:
+        return forked
+    return subprocess.Popen(
+        [sys.executable, "-m", RUNTIME_CLIENT, handler],
+        cwd=folder,
+        env=variables,
+        stdin=subprocess.DEVNULL,
+        stdout=output_fd,
+        stderr=output_fd,
+        start_new_session=True,
+    )
+
+
+class ForkedProcess:
+    """A process the fork server forked: not this process's child, so a pidfd signals it, and the
+    fork server says how it ended on a socket that a thread of this reads (`wait`, `poll`)."""
+
+    def __init__(self, pid: int, watcher: socket.socket) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._lock = threading.Lock()
+        self._ended = threading.Event()
+        try:
+            self._pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            self._pidfd = -1  # it has ended already
+        threading.Thread(target=self._watch, args=(watcher,), name="environment-exit", daemon=True).start()
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired(f"environment {self.pid}", timeout or 0.0)
+        assert self.returncode is not None
+        return self.returncode
+
+    def kill(self) -> None:
+        with self._lock:
+            if self._pidfd >= 0:
+                try:
+                    signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def _watch(self, watcher: socket.socket) -> None:
+        with watcher, watcher.makefile("rb") as lines:
+            line = lines.readline()
+        if line.startswith(b"exit="):
+            code = int(line.removeprefix(b"exit="))
+        else:
+            # The fork server ended before the process did (it was killed): wait for the process.
+            if self._pidfd >= 0:
+                select.select([self._pidfd], [], [])
+            code = -signal.SIGKILL
+        with self._lock:
+            if self._pidfd >= 0:
+                os.close(self._pidfd)
+                self._pidfd = -1
+            self.returncode = code
+        self._ended.set()
+
+
+class _ForkServer:
+    """`python environment_forker.py`, started with `startup` as its only variables."""
+
+    def __init__(self, startup: tuple[tuple[str, str], ...]) -> None:
+        self._socket, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # Its socket is its stdin; its stdout and stderr are the stack's stderr, as moto's are.
+        self._process = subprocess.Popen(
+            [sys.executable, str(FORKER), *(name for name, _ in startup)],
+            stdin=server_end.fileno(),
+            stdout=STDERR_FD,
+            env=dict(startup),
+            cwd="/",
+            start_new_session=True,
+        )
+        server_end.close()
+        self._lock = threading.Lock()
+        atexit.register(self.stop)
+
+    @property
+    def running(self) -> bool:
+        return self._process.poll() is None
+
+    def fork(self, handler: str, folder: Path, variables: dict[str, str], output_fd: int) -> ForkedProcess | None:
+        """The forked environment, or None when its folders shadow what the fork server imported
+        (or the fork server could not fork it)."""
+        request = json.dumps({"handler": handler, "folder": str(folder), "variables": variables}).encode()
+        watcher, watcher_end = socket.socketpair()
+        try:
+            with self._lock:
+                try:
+                    socket.send_fds(self._socket, [request], [output_fd, watcher_end.fileno()])
+                    answer = self._socket.recv(256)
+                except OSError:
+                    answer = b""
+        finally:
+            watcher_end.close()
+        if not answer.startswith(b"pid="):
+            watcher.close()
+            return None
+        return ForkedProcess(int(answer.removeprefix(b"pid=")), watcher)
+
+    def stop(self) -> None:
+        """Closes its socket, which ends it (the environments it forked end with the stack's API)."""
+        self._socket.close()
+        try:
+            self._process.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+
+
+_servers: dict[tuple[tuple[str, str], ...], _ForkServer] = {}
+_servers_lock = threading.Lock()
+
+
+def _fork_server(startup: tuple[tuple[str, str], ...]) -> _ForkServer:
+    with _servers_lock:
+        server = _servers.get(startup)
+        if server is None or not server.running:
+            server = _servers[startup] = _ForkServer(startup)
+        return server
