@@ -427,7 +427,9 @@ def run(api_requests: int, wakes: int, few: int, far: int, seed: int, burst: int
         "",
         "Resident memory of all the stack's processes (the stack, moto, the functions' environments): at "
         "rest right after its start (no environment runs before its function's first invocation), at its "
-        "peak, and at the end of its part of the benchmark (environments idle for a minute are stopped).",
+        "peak, and at the end of its part of the benchmark (environments idle for a minute are stopped). "
+        "Each process's resident memory counts the pages it shares too: the environments share their fork "
+        "server's imported packages, counted once for each.",
         "",
         memory_report(results.memory),
         "",

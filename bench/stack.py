@@ -50,7 +50,8 @@ _PLATFORM = ("START RequestId:", "END RequestId:", "REPORT RequestId:")
 
 
 def rss_mb(pid: int) -> float:
-    """The resident memory of `pid` and its descendants (moto, the environments), in MB."""
+    """The resident memory of `pid` and its descendants (moto, the environments), in MB: each
+    process's pages, those it shares with others (its fork server's) included."""
     total_kb = 0
     for member in family(pid):
         try:

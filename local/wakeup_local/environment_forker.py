@@ -6,16 +6,19 @@ requests on its stdin, a socket of datagrams. Each request is one environment: i
 variables, its handler, and two descriptors (the pipe for its output, a socket that hears its end).
 It forks; the child becomes what `python -m awslambdaric <handler>` run in that folder with those
 variables would be, and runs the runtime client, which imports the handler (the init phase). The
-fork server answers the child's pid, reaps it when it ends, and writes its exit code on its socket.
+fork server answers the child's pid and a pidfd of it, reaps it when it ends, and writes its exit
+code on its socket.
 
-It imports nothing of the functions' own code and makes no object of theirs: a child starts with
-boto3's and pydantic's modules imported and nothing made, as a new process would after its first
-imports. Its variables are only those the imports read (`STARTUP_VARIABLES`, given by the stack).
+It imports none of the functions' own code. What the preloaded imports did, every environment
+starts with, as a new process that imported the same would: Powertools' user agent registered with
+botocore, pydantic's plugins looked up (none), Powertools' parser models built. Where that differs
+from a new process, the README says (What it leaves out).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.abc
 import json
 import os
 import runpy
@@ -24,6 +27,7 @@ import signal
 import socket
 import sys
 import traceback
+from collections.abc import Sequence
 
 import setproctitle
 
@@ -46,68 +50,100 @@ PRELOAD = (
     "aws_lambda_powertools.utilities.data_classes",
     "aws_lambda_powertools.utilities.parameters",
 )
+# A request is one datagram: the environment's variables make it a few kilobytes.
 REQUEST_BYTES = 1 << 20
 RUNTIME_CLIENT = "awslambdaric"
 
 
-def shadowed(folders: list[str]) -> list[str]:
-    """The modules this process has imported that one of `folders` holds too: a new process would
-    import the folder's, so an environment with these folders first on its path is not forked."""
-    names = {name.partition(".")[0] for name in sys.modules}
+class MissedImports(importlib.abc.MetaPathFinder):
+    """Last on the import path: records the modules that no finder found (botocore's optional
+    `awscrt`, urllib3's `brotli`), which a function's folders might bring."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: object = None) -> None:
+        self.names.add(fullname.partition(".")[0])
+
+
+def shadowed(folders: list[str], imported: set[str]) -> list[str]:
+    """The modules of `imported` (imported here, or looked for in vain) that `folders` may hold: a new
+    process might import the folder's, so an environment with these folders first on its path is
+    not forked. Conservative: a folder that is no folder (a zip) counts as holding them all."""
     found = []
     for folder in folders:
         try:
             entries = os.listdir(folder)
+        except NotADirectoryError:
+            return ["(a path entry that is not a folder)"]
         except OSError:
             continue
         for entry in entries:
             stem = entry.partition(".")[0]
-            if stem in names and (entry == stem or entry.endswith((".py", ".pyc", ".so"))):
+            if stem in imported and (entry == stem or entry.endswith((".py", ".pyc", ".so"))):
                 found.append(stem)
     return sorted(set(found))
 
 
-def become_environment(request: dict[str, object], variables: dict[str, str], output_fd: int) -> int:
-    """In the child: its own session, stdio, folder, variables, path and arguments; then the runtime
-    client, as `python -m awslambdaric <handler>` would run it. Returns its exit code."""
+def path_of(folder: str, variables: dict[str, str]) -> list[str]:
+    """The environment's folder and its PYTHONPATH's, absolute (relative ones from its folder)."""
+    python_path = [entry for entry in variables.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    return [folder, *(os.path.join(folder, entry) for entry in python_path)]
+
+
+def become_environment(request: dict[str, object], variables: dict[str, str], output_fd: int) -> None:
+    """In the child: its own session, stdio, folder, variables, path, arguments and title; then the
+    runtime client, as `python -m awslambdaric <handler>` would run it. Its exit and its uncaught
+    exceptions go up to the interpreter, which ends the process as it would end a new one."""
+    handler = str(request["handler"])
     # What `ps` and /proc/<pid>/cmdline show: the command a new process would have run (set before
     # the variables change: setproctitle makes room for it where the process's variables were).
-    setproctitle.setproctitle(f"{sys.executable} -m {RUNTIME_CLIENT} {request['handler']}")
+    setproctitle.setproctitle(f"{sys.executable} -m {RUNTIME_CLIENT} {handler}")
+    setproctitle.setthreadtitle(os.path.basename(sys.executable))
     os.setsid()
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
     os.dup2(output_fd, 1)
     os.dup2(output_fd, 2)
-    os.close(devnull)
-    os.close(output_fd)
+    # Nothing of the fork server's descriptors: a new process has only its stdio.
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
     folder = str(request["folder"])
     os.chdir(folder)
     os.environ.clear()
     os.environ.update(variables)
-    # `python -m` puts the working folder first, then PYTHONPATH's, then the interpreter's own.
-    python_path = [entry for entry in variables.get("PYTHONPATH", "").split(os.pathsep) if entry]
-    sys.path[:] = [folder, *python_path, *sys.path[1:]]
+    # `python -m`: the working folder first (unless PYTHONSAFEPATH), then PYTHONPATH's (absolute),
+    # then the interpreter's own, each once, as site leaves them.
+    first = [] if sys.flags.safe_path else [os.getcwd()]
+    rest = [*(os.path.abspath(entry) for entry in path_of(folder, variables)[1:]), *sys.path[1:]]
+    sys.path[:] = first + [entry for index, entry in enumerate(rest) if entry not in rest[:index]]
     importlib.invalidate_caches()
-    sys.argv = ["", str(request["handler"])]
-    try:
-        runpy.run_module(RUNTIME_CLIENT, run_name="__main__", alter_sys=True)
-    except SystemExit as exit:
-        return exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
-    except BaseException:
-        traceback.print_exc()
-        return 1
-    return 0
+    sys.argv = ["", handler]
+    runpy.run_module(RUNTIME_CLIENT, run_name="__main__", alter_sys=True)
+
+
+def preload() -> set[str]:
+    """Imports PRELOAD; returns the top-level names it imported or looked for in vain."""
+    missed = MissedImports()
+    sys.meta_path.append(missed)
+    for module in PRELOAD:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            traceback.print_exc()  # the function's own import fails the same way, in its environment
+    sys.meta_path.remove(missed)
+    return {name.partition(".")[0] for name in sys.modules} | missed.names
 
 
 def main() -> int:
     # Its arguments name the variables it was started with: any other it has, the interpreter set as
     # it started (LC_CTYPE, coercing a C locale), and a new process would have too.
     started_with = set(sys.argv[1:])
-    interpreters = {name: value for name, value in os.environ.items() if name not in started_with}
-    for module in PRELOAD:
-        importlib.import_module(module)
+    set_by_interpreter = {name: value for name, value in os.environ.items() if name not in started_with}
+    imported = preload()
     requests = socket.socket(fileno=os.dup(0))
-    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
     # A child that ends wakes the loop below, which reaps it and tells its socket how it ended.
     ended_r, ended_w = os.pipe()
     os.set_blocking(ended_w, False)
@@ -118,53 +154,58 @@ def main() -> int:
         ready = select.select([requests.fileno(), ended_r], [], [])[0]
         if ended_r in ready:
             os.read(ended_r, 4096)
-            while watchers:
-                try:
-                    pid, status = os.waitpid(-1, os.WNOHANG)
-                except ChildProcessError:
-                    break
-                if pid == 0:
-                    break
-                watcher = watchers.pop(pid, None)
-                if watcher is not None:
-                    try:
-                        watcher.sendall(f"exit={os.waitstatus_to_exitcode(status)}\n".encode())
-                    except OSError:
-                        pass  # the stack stopped watching it
-                    watcher.close()
+            reap(watchers)
         if requests.fileno() not in ready:
             continue
         message, fds, _, _ = socket.recv_fds(requests, REQUEST_BYTES, 2)
         if not message:
             return 0  # the stack's process closed its socket, or ended
-        request = json.loads(message)
-        if len(fds) != 2:
+        try:
+            request = json.loads(message)
+            output_fd, watcher_fd = fds
+            variables = {**set_by_interpreter, **request["variables"]}
+            found = shadowed(path_of(str(request["folder"]), request["variables"]), imported)
+            if found:
+                raise LookupError(f"shadowed={','.join(found)}")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+        except (ValueError, KeyError, TypeError, LookupError, OSError) as refused:
             for fd in fds:
                 os.close(fd)
-            requests.sendall(b"error=two descriptors expected")
+            requests.sendall(f"refused={refused}".encode())
             continue
-        output_fd, watcher_fd = fds
-        found = shadowed([str(request["folder"]), *str(request["variables"].get("PYTHONPATH", "")).split(os.pathsep)])
-        if found:
-            os.close(output_fd)
-            os.close(watcher_fd)
-            requests.sendall(f"shadowed={','.join(found)}".encode())
-            continue
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
         if pid == 0:
-            # The child keeps nothing of the fork server's: its sockets, its signals, its pipe.
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            for held in (requests, *watchers.values(), socket.socket(fileno=watcher_fd)):
-                held.close()
-            os.close(ended_r)
-            os.close(ended_w)
-            return become_environment(request, {**interpreters, **request["variables"]}, output_fd)
+            for held in (requests, *watchers.values()):
+                held.detach()  # closed with every descriptor but stdio, in become_environment
+            become_environment(request, variables, output_fd)
+            return 0
+        # Opened before the child can have been reaped (only this loop reaps): its pid is still its.
+        pidfd = os.pidfd_open(pid)
         os.close(output_fd)
         watchers[pid] = socket.socket(fileno=watcher_fd)
-        requests.sendall(f"pid={pid}".encode())
+        socket.send_fds(requests, [f"pid={pid}".encode()], [pidfd])
+        os.close(pidfd)
+
+
+def reap(watchers: dict[int, socket.socket]) -> None:
+    """Reaps the children that ended and writes each one's exit code on its socket."""
+    while watchers:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        watcher = watchers.pop(pid, None)
+        if watcher is not None:
+            try:
+                watcher.sendall(f"exit={os.waitstatus_to_exitcode(status)}\n".encode())
+            except OSError:
+                pass  # the stack stopped watching it
+            watcher.close()
 
 
 if __name__ == "__main__":

@@ -33,14 +33,15 @@ from typing import Protocol
 FORKER = Path(__file__).with_name("environment_forker.py")
 # Lambda's runtime interface client, which the Python runtime runs (pinned in pyproject.toml).
 RUNTIME_CLIENT = "awslambdaric"
-STDERR_FD = 2
 STOP_TIMEOUT_S = 10.0
-# What a fork server's imports depend on: the interpreter's own variables as it starts (the PYTHON
-# ones but PYTHONPATH, which each environment sets, and sysconfig's _PYTHON ones; the locale's; TZ,
-# read as `time` is imported),
-# and what the preloaded packages read as they are imported (Powertools' debug switches and its
-# idea of the runtime, pydantic's plugins; tests/local/test_local_environment_process.py measures
-# them).
+# What a fork server's imports depend on, so what it is started with and keyed by:
+# - what the interpreter reads as it starts: the PYTHON variables (but PYTHONPATH, which each
+#   environment sets) and sysconfig's _PYTHON ones, the locale's, and TZ (read as `time` is imported);
+# - what the dynamic linker, the C library and OpenSSL read as the process starts or as `ssl` is
+#   imported (LD_LIBRARY_PATH, which Lambda sets for layers' libraries; MALLOC_ARENA_MAX ...);
+# - what the preloaded packages read as they are imported: HOME (the user's site folder), Powertools'
+#   debug switches and its idea of the runtime, pydantic's plugins
+#   (tests/local/test_local_environment_process.py measures them).
 STARTUP_VARIABLES = frozenset(
     {
         "HOME",
@@ -54,6 +55,7 @@ STARTUP_VARIABLES = frozenset(
         "PYDANTIC_DISABLE_PLUGINS",
     }
 )
+STARTUP_PREFIXES = ("PYTHON", "_PYTHON", "LC_", "LD_", "MALLOC_", "GLIBC_", "OPENSSL_", "SSL_")
 
 
 class RuntimeProcess(Protocol):
@@ -75,14 +77,15 @@ def startup_variables(variables: dict[str, str]) -> tuple[tuple[str, str], ...]:
         sorted(
             (name, value)
             for name, value in variables.items()
-            if name in STARTUP_VARIABLES or (name.startswith(("PYTHON", "_PYTHON", "LC_")) and name != "PYTHONPATH")
+            if name in STARTUP_VARIABLES or (name.startswith(STARTUP_PREFIXES) and name != "PYTHONPATH")
         )
     )
 
 
 def start_runtime(handler: str, folder: Path, variables: dict[str, str], output_fd: int) -> RuntimeProcess:
     """The environment's process, forked where a fork server can (see above), else a new one."""
-    forked = _fork_server(startup_variables(variables)).fork(handler, folder, variables, output_fd)
+    server = _fork_server(startup_variables(variables))
+    forked = server.fork(handler, folder, variables, output_fd) if server is not None else None
     if forked is not None:
         return forked
     return subprocess.Popen(
@@ -97,18 +100,16 @@ def start_runtime(handler: str, folder: Path, variables: dict[str, str], output_
 
 
 class ForkedProcess:
-    """A process the fork server forked: not this process's child, so a pidfd signals it, and the
-    fork server says how it ended on a socket that a thread of this reads (`wait`, `poll`)."""
+    """A process the fork server forked: not this process's child, so a pidfd (opened by the fork
+    server as it forked) signals it, and the fork server says how it ended on a socket that a
+    thread of this reads (`wait`, `poll`)."""
 
-    def __init__(self, pid: int, watcher: socket.socket) -> None:
+    def __init__(self, pid: int, pidfd: int, watcher: socket.socket) -> None:
         self.pid = pid
         self.returncode: int | None = None
+        self._pidfd = pidfd
         self._lock = threading.Lock()
         self._ended = threading.Event()
-        try:
-            self._pidfd = os.pidfd_open(pid)
-        except ProcessLookupError:
-            self._pidfd = -1  # it has ended already
         threading.Thread(target=self._watch, args=(watcher,), name="environment-exit", daemon=True).start()
 
     def poll(self) -> int | None:
@@ -134,14 +135,15 @@ class ForkedProcess:
         if line.startswith(b"exit="):
             code = int(line.removeprefix(b"exit="))
         else:
-            # The fork server ended before the process did (it was killed): wait for the process.
-            if self._pidfd >= 0:
-                select.select([self._pidfd], [], [])
+            # Its fork server ended first (killed), and nothing reaps the process now to tell how it
+            # ended: once it has, it counts as killed.
+            ended = select.poll()
+            ended.register(self._pidfd, select.POLLIN)
+            ended.poll()
             code = -signal.SIGKILL
         with self._lock:
-            if self._pidfd >= 0:
-                os.close(self._pidfd)
-                self._pidfd = -1
+            os.close(self._pidfd)
+            self._pidfd = -1
             self.returncode = code
         self._ended.set()
 
@@ -151,17 +153,19 @@ class _ForkServer:
 
     def __init__(self, startup: tuple[tuple[str, str], ...]) -> None:
         self._socket, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        # Its socket is its stdin; its stdout and stderr are the stack's stderr, as moto's are.
+        # Its socket is its stdin. Its stderr is the stack's, as moto's is; its stdout no terminal,
+        # so that its environments' stdout is block-buffered, as a new process's into a pipe.
         self._process = subprocess.Popen(
             [sys.executable, str(FORKER), *(name for name, _ in startup)],
             stdin=server_end.fileno(),
-            stdout=STDERR_FD,
+            stdout=subprocess.DEVNULL,
             env=dict(startup),
             cwd="/",
             start_new_session=True,
         )
         server_end.close()
         self._lock = threading.Lock()
+        self.forked = 0
         atexit.register(self.stop)
 
     @property
@@ -169,26 +173,30 @@ class _ForkServer:
         return self._process.poll() is None
 
     def fork(self, handler: str, folder: Path, variables: dict[str, str], output_fd: int) -> ForkedProcess | None:
-        """The forked environment, or None when its folders shadow what the fork server imported
-        (or the fork server could not fork it)."""
+        """The forked environment, or None when the fork server refused it (its folders shadow what
+        the fork server imported) or has ended."""
         request = json.dumps({"handler": handler, "folder": str(folder), "variables": variables}).encode()
         watcher, watcher_end = socket.socketpair()
         try:
             with self._lock:
                 try:
                     socket.send_fds(self._socket, [request], [output_fd, watcher_end.fileno()])
-                    answer = self._socket.recv(256)
+                    answer, fds, _, _ = socket.recv_fds(self._socket, 256, 1)
                 except OSError:
-                    answer = b""
+                    answer, fds = b"", []
         finally:
             watcher_end.close()
-        if not answer.startswith(b"pid="):
+        if not answer.startswith(b"pid=") or len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
             watcher.close()
             return None
-        return ForkedProcess(int(answer.removeprefix(b"pid=")), watcher)
+        self.forked += 1
+        return ForkedProcess(int(answer.removeprefix(b"pid=")), fds[0], watcher)
 
     def stop(self) -> None:
-        """Closes its socket, which ends it (the environments it forked end with the stack's API)."""
+        """Closes its socket, which ends it (the environments it forked end when the stack's Runtime
+        APIs do)."""
         self._socket.close()
         try:
             self._process.wait(STOP_TIMEOUT_S)
@@ -197,13 +205,23 @@ class _ForkServer:
             self._process.wait()
 
 
-_servers: dict[tuple[tuple[str, str], ...], _ForkServer] = {}
+_servers: dict[tuple[tuple[str, str], ...], _ForkServer | None] = {}
 _servers_lock = threading.Lock()
 
 
-def _fork_server(startup: tuple[tuple[str, str], ...]) -> _ForkServer:
+def _fork_server(startup: tuple[tuple[str, str], ...]) -> _ForkServer | None:
+    """The fork server for these variables, started again if it ended after it had forked (killed),
+    or None if it ended without forking any (it cannot start here: new processes instead)."""
     with _servers_lock:
+        if startup in _servers and _servers[startup] is None:
+            return None
         server = _servers.get(startup)
-        if server is None or not server.running:
+        if server is not None and not server.running:
+            server.stop()
+            if not server.forked:
+                _servers[startup] = None
+                return None
+            server = None
+        if server is None:
             server = _servers[startup] = _ForkServer(startup)
         return server

@@ -17,13 +17,14 @@ import pytest
 from support.waiting import wait_until
 from wakeup_local import environment, environment_forker
 from wakeup_local.environment import EnvironmentSettings, ExecutionEnvironment, FunctionError
-from wakeup_local.environment_process import ForkedProcess, start_runtime, startup_variables
+from wakeup_local.environment_process import ForkedProcess, startup_variables
 from wakeup_local.lambda_logs import FunctionLog
 
 PROBE = textwrap.dedent(
     """
     import os, sys, time
-    import boto3  # preloaded by the fork server: found in sys.modules, or imported here
+    PRELOADED = "boto3" in sys.modules  # by the fork server: before this module imports it
+    import boto3
 
     INIT_PID = os.getpid()
 
@@ -41,6 +42,10 @@ PROBE = textwrap.dedent(
             "stdout": [sys.stdout.encoding, sys.stdout.line_buffering],
             "stdin": os.read(0, 1).decode(),
             "idna": getattr(__import__("idna"), "MARK", "the layer's"),
+            "pydantic": getattr(__import__("pydantic"), "MARK", "the layer's"),
+            "preloaded": PRELOADED,
+            "descriptors": sorted(os.listdir("/proc/self/fd")),
+            "comm": open("/proc/self/comm").read(),
         }
     """
 )
@@ -98,6 +103,8 @@ def test_a_forked_environment_is_to_its_function_what_a_new_process_is(
         ]
         assert variables[0] == variables[1]
         assert variables[0].items() >= {**settings(folder).variables, "COLOUR": "green"}.items()
+        # (but for the packages it found imported: what the fork server is for)
+        assert forked.pop("preloaded") and not fresh.pop("preloaded")
         assert forked == fresh
         assert forked["init_here"] and forked["session_leader"] and forked["stack_modules"] == []
         assert forked["main"] == "awslambdaric.__main__" and forked["stdin"] == ""
@@ -120,15 +127,29 @@ def new_process(handler: str, folder: Path, variables: dict[str, str], output_fd
     )
 
 
-def test_a_function_whose_folders_hold_a_package_the_fork_server_imported_gets_a_new_process(folder: Path) -> None:
-    # given a layer that brings its own idna, which the fork server imported from the interpreter's
-    (folder / "layer" / "idna.py").write_text("MARK = 'its own'\n")
+@pytest.mark.parametrize(
+    "where, module",
+    [
+        ("layer", "idna.py"),  # a module the fork server imported
+        (".", "pydantic/__init__.py"),  # a package of it, in the function's own folder
+        ("layer", "awscrt/__init__.py"),  # one botocore looked for in vain (its optional CRT)
+    ],
+)
+def test_a_function_whose_folders_hold_a_module_the_fork_server_imported_or_missed_gets_a_new_process(
+    folder: Path, where: str, module: str
+) -> None:
+    # given a folder of the function's that brings its own module, which the fork server has imported
+    # from the interpreter's packages (or found nowhere)
+    path = folder / where / module
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("MARK = 'its own'\n")
     # when an environment starts
     reply, started = probe(folder)
     try:
-        # then it is a new process, which imports the layer's idna, as on Lambda
+        # then it is a new process, which imports the function's module, as on Lambda
         assert parent(started.pid) == os.getpid()
-        assert reply["idna"] == "its own"
+        if module.startswith(("idna", "pydantic")):
+            assert reply[module.partition("/")[0].removesuffix(".py")] == "its own"
     finally:
         started.stop()
 
@@ -187,23 +208,66 @@ def test_a_killed_forked_environment_ends_its_invocation_with_its_exit_status(fo
         started.stop()
 
 
-def test_the_same_startup_variables_share_one_fork_server(folder: Path) -> None:
-    # given two environments of functions that differ in their own variables only
-    processes = []
-    for colour in ("green", "blue"):
-        output_r, output_w = os.pipe()
-        variables = {**settings(folder).variables, "COLOUR": colour}
-        processes.append(start_runtime("probe.handler", folder, variables, output_w))
-        os.close(output_w)
-        os.close(output_r)
+def test_functions_that_differ_in_their_own_variables_share_a_fork_server_and_not_in_startup_ones(
+    folder: Path,
+) -> None:
+    # given environments of functions that differ in a variable of their own, and one in Powertools'
+    # debug switch, which Powertools reads as it is imported
+    started = [probe(folder, COLOUR=colour)[1] for colour in ("green", "blue")]
+    started.append(probe(folder, COLOUR="green", POWERTOOLS_DEBUG="1")[1])
     try:
-        # then one fork server forked both
-        assert all(isinstance(process, ForkedProcess) for process in processes)
-        assert parent(processes[0].pid) == parent(processes[1].pid) != os.getpid()
+        # then the first two were forked by one fork server, the third by another
+        servers = [parent(environment.pid) for environment in started]
+        assert servers[0] == servers[1] != servers[2] and os.getpid() not in servers
     finally:
-        for process in processes:
-            process.kill()
-            process.wait(10)
+        for environment in started:
+            environment.stop()
+
+
+@pytest.mark.parametrize(
+    "exit_call, expected",
+    [("sys.exit(3)", "exit status 3"), ("sys.exit('the config is gone')", "exit status 1")],
+)
+def test_an_init_that_exits_fails_as_a_new_process_would(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, exit_call: str, expected: str
+) -> None:
+    # given a handler's module that exits as it is imported
+    (folder / "probe.py").write_text(f"import sys\n{exit_call}\n")
+    outcomes = []
+    for start in ("forked", "new process"):
+        log = io.StringIO()
+        with monkeypatch.context() as patch:
+            if start == "new process":
+                patch.setattr(environment, "start_runtime", new_process)
+            with pytest.raises(FunctionError) as failed:
+                ExecutionEnvironment(settings(folder), FunctionLog(log)).start()
+        outcomes.append((failed.value.error_type, failed.value.error_message, log.getvalue()))
+    # then the environment's start fails with its exit status, and what it printed, either way
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][:2] == ("Runtime.ExitError", f"Runtime exited during init: {expected}")
+    if "config" in exit_call:
+        assert "the config is gone" in outcomes[0][2]
+
+
+def test_a_killed_fork_server_leaves_its_environments_serving_and_is_started_again(folder: Path) -> None:
+    # given a forked environment, whose fork server is then killed
+    reply, first = probe(folder)
+    try:
+        server = parent(first.pid)
+        os.kill(server, signal.SIGKILL)
+        wait_until(lambda: not alive(server), timeout=30, message="the fork server ending")
+        # then the environment still serves, and its end is still seen
+        assert json.loads(first.invoke(b"{}"))["init_here"]
+        first._kill()
+        assert not first.alive
+        # and the next environment is forked by a new fork server
+        _, second = probe(folder)
+        try:
+            assert parent(second.pid) not in (server, os.getpid())
+        finally:
+            second.stop()
+    finally:
+        first.stop()
 
 
 STARTER = """
