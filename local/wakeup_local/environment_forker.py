@@ -17,6 +17,7 @@ from a new process, the README says (What it leaves out).
 
 from __future__ import annotations
 
+import gc
 import importlib
 import importlib.abc
 import json
@@ -140,6 +141,10 @@ def main() -> int:
     started_with = set(sys.argv[1:])
     set_by_interpreter = {name: value for name, value in os.environ.items() if name not in started_with}
     imported = preload()
+    # What the imports made lives as long as an environment does: kept out of the collector's passes
+    # (as Python's documentation advises before fork), which would otherwise walk it in every
+    # environment and copy each page they touch.
+    gc.freeze()
     requests = socket.socket(fileno=os.dup(0))
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
