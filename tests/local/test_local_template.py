@@ -128,6 +128,17 @@ def test_libyamls_parser_reads_template_yaml_as_the_pure_python_one_does() -> No
     assert parse_template(text) == yaml.load(text, Loader=PurePython)  # noqa: S506 - safe constructors only
 
 
+def test_each_parse_of_one_text_is_a_document_of_its_own() -> None:
+    # given one template's text parsed twice (the second from the first's, kept)
+    text = (Path(__file__).parents[2] / "template.yaml").read_text()
+    first, second = parse_template(text), parse_template(text)
+    # then both are the document, and a change to one is not a change to the other
+    assert first == second
+    first["Resources"]["Table"]["Properties"]["TableName"] = "changed"
+    del first["Parameters"]
+    assert parse_template(text) == second != first
+
+
 def test_a_template_that_is_not_yaml_or_cannot_be_read_is_a_template_error(tmp_path: Path) -> None:
     with pytest.raises(TemplateError, match="not valid YAML"):
         parse_template("a: [unclosed")
