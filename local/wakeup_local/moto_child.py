@@ -14,6 +14,8 @@ import signal
 import socket
 import sys
 
+from flask import Flask
+from moto.backends import SERVICE_NAMES
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
 from wakeup_local import moto_fixes
@@ -29,7 +31,7 @@ def serve(control: socket.socket, mapping_update_s: float) -> None:
     # moto's ThreadedMotoServer's application, with the functions' requests counted on the way
     # (request_counter.py) and DynamoDB's and SQS's past Flask (moto_shortcut.py), behind a lighter
     # server than werkzeug's (loopback_wsgi.py).
-    app = RequestCounter(MotoShortcut(DomainDispatcherApplication(create_backend_app)))
+    app = RequestCounter(MotoShortcut(DomainDispatcherApplication(prepared_app)))
     server = LoopbackWsgiServer(LOOPBACK, 0, app)
     server.serve_in_thread("moto")
     control.sendall(f"port={server.port}\n".encode())
@@ -37,9 +39,24 @@ def serve(control: socket.socket, mapping_update_s: float) -> None:
         pass
 
 
+# The services the local stack calls. moto's server makes a service's Flask app on its first request
+# to it, 0.15 s of CPU for these in each moto, and the suite starts some ninety: the fork server
+# makes them once, before any state of moto's exists (they hold none; its backends do), for every
+# moto it forks to start with a copy of its own.
+SERVICES: tuple[SERVICE_NAMES, ...] = ("dynamodb", "sqs", "scheduler", "secretsmanager", "iam", "lambda")
+_apps: dict[str, Flask] = {}
+
+
+def prepared_app(service: SERVICE_NAMES) -> Flask:
+    """The service's Flask app: the fork server's copy, or else a new one, as moto's server makes."""
+    return _apps.get(service) or create_backend_app(service)
+
+
 def main() -> int:
     """The fork server: one moto forked per request, until its stdin closes."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    moto_fixes.apply()  # before the apps are made (each moto sets its own mapping_update_s again)
+    _apps.update({service: create_backend_app(service) for service in SERVICES})
     requests = socket.socket(fileno=os.dup(0))
     # Its children are reaped as they end: nothing here waits for them.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)

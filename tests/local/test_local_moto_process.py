@@ -35,6 +35,11 @@ def _tables(moto: MotoProcess) -> list[str]:
     return list(client.list_tables()["TableNames"])
 
 
+def _groups(moto: MotoProcess) -> list[str]:
+    client = boto3.client("scheduler", endpoint_url=moto.endpoint_url, region_name="us-east-1")
+    return [group["Name"] for group in client.list_schedule_groups()["ScheduleGroups"]]
+
+
 def test_motos_are_forked_from_one_server_that_imported_moto_and_each_has_its_own_state() -> None:
     first, second = MotoProcess(), MotoProcess()
     first.start()
@@ -54,6 +59,11 @@ def test_motos_are_forked_from_one_server_that_imported_moto_and_each_has_its_ow
             BillingMode="PAY_PER_REQUEST",
         )
         assert (name in _tables(first), name in _tables(second)) == (True, False)
+        # as a service whose app the fork server made before it forked them (moto_child.SERVICES)
+        boto3.client("scheduler", endpoint_url=first.endpoint_url, region_name="us-east-1").create_schedule_group(
+            Name=name
+        )
+        assert (name in _groups(first), name in _groups(second)) == (True, False)
     finally:
         first.stop()
         second.stop()
