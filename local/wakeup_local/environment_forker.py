@@ -141,9 +141,11 @@ def main() -> int:
     started_with = set(sys.argv[1:])
     set_by_interpreter = {name: value for name, value in os.environ.items() if name not in started_with}
     imported = preload()
-    # What the imports made lives as long as an environment does: kept out of the collector's passes
-    # (as Python's documentation advises before fork), which would otherwise walk it in every
-    # environment and copy each page they touch.
+    # What the imports made and kept lives as long as an environment does: kept out of the
+    # collector's passes (gc.freeze, which Python's documentation suggests before fork), which would
+    # otherwise walk it in every environment and copy each page they touch. Their garbage is
+    # collected first, so that none of it is kept for good.
+    gc.collect()
     gc.freeze()
     requests = socket.socket(fileno=os.dup(0))
     null = os.open(os.devnull, os.O_RDONLY)

@@ -39,11 +39,13 @@ def serve(control: socket.socket, mapping_update_s: float) -> None:
         pass
 
 
-# The services the local stack calls. moto's server makes a service's Flask app on its first request
-# to it, 0.15 s of CPU for these in each moto, and the suite starts some ninety: the fork server
-# makes them once, before any state of moto's exists (they hold none; its backends do), for every
-# moto it forks to start with a copy of its own.
-SERVICES: tuple[SERVICE_NAMES, ...] = ("dynamodb", "sqs", "scheduler", "secretsmanager", "iam", "lambda")
+# The services the local stack calls, by the names moto's server gives their backends
+# (moto.backend_index). Its server makes a service's Flask app, and with it the service's backend for
+# the default account in us-east-1 (the stack's), on the first request to it: 0.15 s of CPU for
+# these in each moto, and the suite starts some ninety. The fork server makes them once; each moto
+# it forks starts with a copy of its own, as it would have made them (no thread, clock or random id
+# in them).
+SERVICES = ("dynamodb", "sqs", "scheduler", "secretsmanager", "iam", "awslambda")
 _apps: dict[str, Flask] = {}
 
 
@@ -52,11 +54,23 @@ def prepared_app(service: SERVICE_NAMES) -> Flask:
     return _apps.get(service) or create_backend_app(service)
 
 
+def prepare_apps() -> None:
+    """Makes SERVICES' apps, their URL maps built (werkzeug builds one on its first match)."""
+    for service in SERVICES:
+        try:
+            app = create_backend_app(service)  # type: ignore[arg-type]  # the names moto's server uses
+        except Exception:  # a moto that changed: that service's app is made on its first request
+            logging.warning("moto changed: its %s app is made in each moto", service, exc_info=True)
+            continue
+        app.url_map.update()
+        _apps[service] = app
+
+
 def main() -> int:
     """The fork server: one moto forked per request, until its stdin closes."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    moto_fixes.apply()  # before the apps are made (each moto sets its own mapping_update_s again)
-    _apps.update({service: create_backend_app(service) for service in SERVICES})
+    moto_fixes.apply()  # its patches once for every moto (each sets its own mapping_update_s again)
+    prepare_apps()
     requests = socket.socket(fileno=os.dup(0))
     # Its children are reaped as they end: nothing here waits for them.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)

@@ -8,7 +8,6 @@ copies of a trigger claiming one wake, say) would fail or pass by chance. Each t
 table, queues and schedule group (unique names), or its module does, removed afterwards.
 """
 
-import functools
 import importlib.util
 import json
 import os
@@ -50,6 +49,9 @@ def moto_endpoint() -> Iterator[str]:
         yield moto.endpoint_url
     finally:
         moto.stop()
+        clients = _clients.pop(moto.endpoint_url, None)
+        if clients is not None:
+            clients.close()
 
 
 class RecordingTriggers(Triggers):
@@ -127,11 +129,17 @@ class TemplateResources:
     created: StackResources
 
 
-@functools.cache
+_clients: dict[str, AwsClients] = {}
+
+
 def clients_of(endpoint_url: str) -> AwsClients:
-    """One set of clients per moto, shared by its tests (boto3's clients are thread-safe): making
-    one took about 0.1 s of CPU, and the functional tests deploy some 170 times."""
-    return make_clients(endpoint_url, REGION)
+    """One set of clients per moto (`moto_endpoint`), shared by its tests until it stops: making one
+    took about 0.1 s of CPU, and the functional tests deploy some 170 times. boto3's clients are
+    thread-safe, but a handler or stub registered on one is there for every test after: a test
+    that hooks these removes its hook, or makes clients of its own."""
+    if endpoint_url not in _clients:
+        _clients[endpoint_url] = make_clients(endpoint_url, REGION)
+    return _clients[endpoint_url]
 
 
 @contextmanager

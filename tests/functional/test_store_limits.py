@@ -17,7 +17,7 @@ from datetime import timedelta
 import boto3
 import pytest
 from lost_reply import LostReplyProxy
-from moto_env import Deployed, deployed
+from moto_env import Deployed, deployed, moto_endpoint
 
 from wakeup import aws
 from wakeup.logic.instances import account_refusal
@@ -26,7 +26,6 @@ from wakeup.model import Instance
 from wakeup.table import AccountRefused, DynamoStore, WindowFull
 from wakeup.times import now
 from wakeup.tokens import TokenKind, hash_token, mint
-from wakeup_local.moto_process import MotoProcess
 
 URL = "https://host.example.com"
 
@@ -147,12 +146,8 @@ CLIENTS = 20
 
 @pytest.fixture(scope="module")
 def atomic_endpoint() -> Iterator[str]:
-    moto = MotoProcess()
-    moto.start()
-    try:
-        yield moto.endpoint_url
-    finally:
-        moto.stop()
+    with moto_endpoint() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture

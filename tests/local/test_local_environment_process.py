@@ -44,6 +44,7 @@ PROBE = textwrap.dedent(
             "idna": getattr(__import__("idna"), "MARK", "the layer's"),
             "pydantic": getattr(__import__("pydantic"), "MARK", "the layer's"),
             "preloaded": PRELOADED,
+            "frozen": __import__("gc").get_freeze_count() > 0,
             "descriptors": sorted(os.listdir("/proc/self/fd")),
             "comm": open("/proc/self/comm").read(),
         }
@@ -105,6 +106,7 @@ def test_a_forked_environment_is_to_its_function_what_a_new_process_is(
         assert variables[0].items() >= {**settings(folder).variables, "COLOUR": "green"}.items()
         # (but for the packages it found imported: what the fork server is for)
         assert forked.pop("preloaded") and not fresh.pop("preloaded")
+        assert forked.pop("frozen") and not fresh.pop("frozen")
         assert forked == fresh
         assert forked["init_here"] and forked["session_leader"] and forked["stack_modules"] == []
         assert forked["main"] == "awslambdaric.__main__" and forked["stdin"] == ""

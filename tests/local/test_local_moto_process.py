@@ -13,8 +13,10 @@ from pathlib import Path
 
 import boto3
 import pytest
+from moto import backend_index
 
 from support.waiting import wait_until
+from wakeup_local import moto_child
 from wakeup_local.moto_process import MotoProcess
 
 
@@ -100,3 +102,9 @@ def test_a_moto_and_its_fork_server_end_when_the_process_that_started_them_is_ki
         starter.send_signal(signal.SIGKILL)
     # then neither it started is left
     wait_until(lambda: not _alive(moto) and not _alive(fork_server), timeout=30, message="moto ending")
+
+
+def test_the_services_whose_apps_the_fork_server_makes_are_named_as_motos_server_asks_for_them() -> None:
+    # moto's server asks for a service's app by its backend's name ("awslambda", not "lambda"): an
+    # app made under another name would never be used
+    assert set(moto_child.SERVICES) <= {name for name, _ in backend_index.backend_url_patterns}

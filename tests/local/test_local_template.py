@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from wakeup_awsfacts import template as template_module
 from wakeup_awsfacts.template import (
     NO_VALUE,
     CloudFormationLoader,
@@ -131,8 +132,11 @@ def test_libyamls_parser_reads_template_yaml_as_the_pure_python_one_does() -> No
 def test_each_parse_of_one_text_is_a_document_of_its_own() -> None:
     # given one template's text parsed twice (the second from the first's, kept)
     text = (Path(__file__).parents[2] / "template.yaml").read_text()
+    parsed_before = template_module._parsed.cache_info().hits
     first, second = parse_template(text), parse_template(text)
-    # then both are the document, and a change to one is not a change to the other
+    # then it was parsed once at most, and both are the document, and a change to one is not a
+    # change to the other
+    assert template_module._parsed.cache_info().hits >= parsed_before + 1
     assert first == second
     first["Resources"]["Table"]["Properties"]["TableName"] = "changed"
     del first["Parameters"]
