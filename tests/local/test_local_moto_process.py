@@ -108,3 +108,16 @@ def test_the_services_whose_apps_the_fork_server_makes_are_named_as_motos_server
     # moto's server asks for a service's app by its backend's name ("awslambda", not "lambda"): an
     # app made under another name would never be used
     assert set(moto_child.SERVICES) <= {name for name, _ in backend_index.backend_url_patterns}
+
+
+def test_the_fork_server_makes_every_services_app_and_reads_its_model_without_a_warning() -> None:
+    # a name moto does not know, or a moto that changed, would be logged (and each moto left to
+    # make them on its first request again)
+    result = subprocess.run(
+        [sys.executable, "-c", "from wakeup_local import moto_child; moto_child.prepare_apps()"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "moto changed" not in result.stderr, result.stderr
