@@ -418,7 +418,8 @@ def run(api_requests: int, wakes: int, few: int, far: int, seed: int, burst: int
         "## Invocations on the local stack (its REPORT lines)",
         "",
         "Every invocation of the benchmark, by function, as the local stack's REPORT lines give it: a cold "
-        "start's Init Duration (a new execution environment: a process importing the handler), and the "
+        "start's Init Duration (a new execution environment: a process forked from the environments' fork "
+        "server, importing the handler), and the "
         "Duration of the invocations that found a warm environment.",
         "",
         invocations_report(results.reports),
