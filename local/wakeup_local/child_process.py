@@ -1,6 +1,7 @@
-"""Stopping a child process that serves until its stdin closes (a test's stack)."""
+"""Stopping a child process: one that serves until its stdin closes (a test's stack), or any told to stop."""
 
 import subprocess
+from typing import Any
 
 
 def stop_child(process: subprocess.Popen[str], timeout_s: float) -> None:
@@ -10,10 +11,15 @@ def stop_child(process: subprocess.Popen[str], timeout_s: float) -> None:
             process.stdin.close()
         except BrokenPipeError:
             pass  # it had exited already
+    wait_or_kill(process, timeout_s)
+    if process.stdout is not None:
+        process.stdout.close()
+
+
+def wait_or_kill(process: subprocess.Popen[Any], timeout_s: float) -> None:
+    """Waits for a child told to stop; kills it past `timeout_s`."""
     try:
         process.wait(timeout_s)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
-    if process.stdout is not None:
-        process.stdout.close()

@@ -30,6 +30,8 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
+from wakeup_local.child_process import wait_or_kill
+
 FORKER = Path(__file__).with_name("environment_forker.py")
 # Lambda's runtime interface client, which the Python runtime runs (pinned in pyproject.toml).
 RUNTIME_CLIENT = "awslambdaric"
@@ -88,6 +90,11 @@ def start_runtime(handler: str, folder: Path, variables: dict[str, str], output_
     forked = server.fork(handler, folder, variables, output_fd) if server is not None else None
     if forked is not None:
         return forked
+    return new_process(handler, folder, variables, output_fd)
+
+
+def new_process(handler: str, folder: Path, variables: dict[str, str], output_fd: int) -> subprocess.Popen[bytes]:
+    """`python -m awslambdaric <handler>`, a new process, as Lambda's Python runtime starts it."""
     return subprocess.Popen(
         [sys.executable, "-m", RUNTIME_CLIENT, handler],
         cwd=folder,
@@ -198,11 +205,7 @@ class _ForkServer:
         """Closes its socket, which ends it (the environments it forked end when the stack's Runtime
         APIs do)."""
         self._socket.close()
-        try:
-            self._process.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+        wait_or_kill(self._process, STOP_TIMEOUT_S)
 
 
 _servers: dict[tuple[tuple[str, str], ...], _ForkServer | None] = {}

@@ -26,6 +26,8 @@ import subprocess
 import sys
 import threading
 
+from wakeup_local.child_process import wait_or_kill
+
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
@@ -124,11 +126,7 @@ class _ForkServer:
         """Closes its socket, which ends it (the motos it forked end with their own sockets)."""
         self._answers.close()
         self._socket.close()
-        try:
-            self._process.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+        wait_or_kill(self._process, STOP_TIMEOUT_S)
 
 
 _server: _ForkServer | None = None

@@ -17,7 +17,7 @@ import pytest
 from support.waiting import wait_until
 from wakeup_local import environment, environment_forker
 from wakeup_local.environment import EnvironmentSettings, ExecutionEnvironment, FunctionError
-from wakeup_local.environment_process import ForkedProcess, startup_variables
+from wakeup_local.environment_process import ForkedProcess, new_process, startup_variables
 from wakeup_local.lambda_logs import FunctionLog
 
 PROBE = textwrap.dedent(
@@ -114,19 +114,6 @@ def test_a_forked_environment_is_to_its_function_what_a_new_process_is(
     finally:
         forked_environment.stop()
         fresh_environment.stop()
-
-
-def new_process(handler: str, folder: Path, variables: dict[str, str], output_fd: int) -> subprocess.Popen[bytes]:
-    """How an environment was started before its fork server: `python -m awslambdaric`."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "awslambdaric", handler],
-        cwd=folder,
-        env=variables,
-        stdin=subprocess.DEVNULL,
-        stdout=output_fd,
-        stderr=output_fd,
-        start_new_session=True,
-    )
 
 
 @pytest.mark.parametrize(
