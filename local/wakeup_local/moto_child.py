@@ -42,11 +42,11 @@ def serve(control: socket.socket, mapping_update_s: float) -> None:
 
 
 # The services the local stack calls, by the names moto's server gives their backends
-# (moto.backend_index). Its server makes a service's Flask app, and with it the service's backend for
-# the default account in us-east-1 (the stack's), on the first request to it: 0.15 s of CPU for
-# these in each moto, and the suite starts some ninety. The fork server makes them once; each moto
-# it forks starts with a copy of its own, as it would have made them (no thread, clock or random id
-# in them).
+# (moto.backend_index). On a service's first request moto makes its Flask app (and with it the
+# service's backend for the default account in us-east-1, the stack's), reads its model and builds
+# the map of its operations' URLs: 0.6 s of CPU for these six in each moto, and the suite starts
+# some ninety. The fork server makes them once; each moto it forks starts with a copy of its own,
+# as it would have made them (no thread, clock or random id in them).
 SERVICES = ("dynamodb", "sqs", "scheduler", "secretsmanager", "iam", "awslambda")
 MODELS = ("dynamodb", "sqs", "scheduler", "secretsmanager", "iam", "lambda")  # botocore's names
 _apps: dict[str, Flask] = {}

@@ -16,12 +16,11 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 from wakes_support import Instances, as_registered, iso
 
-from bench.processes import command, family
+from bench.processes import children_by_parent, command, family
 from support.api import Api
 from support.host import Call, WakeHost, hang, reset
 from support.stack_process import MakeStack, StackProcess
@@ -36,24 +35,6 @@ SWEEP_GRACE_S = 10
 # What a wake lost with its batch may take to be called: the sweeper's grace and minute, its
 # lease, and the backoff of the host's own failures; with room for a loaded machine.
 RECOVERY_S = SWEEP_GRACE_S + 60 + 4 + 8 + 30
-
-
-def _children(parent: int) -> list[tuple[int, str]]:
-    """The processes whose parent is `parent`, with their command lines."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue  # gone meanwhile
-        # The command's name is in parentheses and may hold spaces: the fields after it are plain.
-        ppid = int(stat.rpartition(")")[2].split()[1])
-        if ppid == parent:
-            found.append((int(entry.name), command))
-    return found
 
 
 @dataclass
@@ -71,8 +52,9 @@ class Chaos:
 
     def moto(self) -> int:
         """The stack's moto: the one process its fork server of motos (moto_process.py) has forked."""
-        [fork_server] = [pid for pid, command in _children(self.stack.pid) if "wakeup_local.moto_child" in command]
-        [pid] = [pid for pid, _ in _children(fork_server)]
+        children = children_by_parent()
+        [fork_server] = [pid for pid in children[self.stack.pid] if "wakeup_local.moto_child" in command(pid)]
+        [pid] = children[fork_server]
         return pid
 
     def run(self, until: float, pause_at: float, pause_s: float) -> None:
