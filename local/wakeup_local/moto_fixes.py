@@ -41,6 +41,12 @@ Each is applied once, and only if moto still has what it replaces (a newer moto 
   anew on every request, compiling its six patterns for each token: 8% of moto's CPU under a burst
   of registrations. The tokens depend on the expression's text alone, and moto's later steps build
   new nodes from them rather than change them, so each text is lexed once (up to 1,024 texts).
+- moto writes each item of a DynamoDB reply through the service model, attribute by attribute and
+  member by member: a quarter of its CPU for a registration or a delivered wake. An item is already
+  in the reply's shape, and goes into it as it is (moto_attribute_values.py).
+- moto parses an update expression twice per `UpdateItem`, deep-copies the tree, and asks at each
+  node of its ten walks which node types the walk processes: each text is parsed once and copied
+  by pickle, and each walk's types asked once (moto_update_expressions.py).
 
 - Lambda's event source mappings (the planner changes the caller's, wakeup.event_source):
   - moto's SQS hands a queue's messages to moto's Lambda when a mapping names the queue, which
@@ -72,7 +78,9 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import moto.core.responses as core_responses
+import moto.core.serialize as moto_serialize
 import moto.dynamodb.models as dynamodb_models
+import moto.dynamodb.parsing.validators as dynamodb_validators
 import moto.sqs.models as sqs_models
 from moto import backends
 from moto.awslambda.exceptions import InvalidParameterValueException, LambdaClientError
@@ -83,9 +91,13 @@ from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
+from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser  # type: ignore[attr-defined]  # moto's untyped module
+from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]  # untyped too
 from moto.sqs.models import Queue, SQSBackend, sqs_backends
 
 from wakeup_awsfacts.sqs_scaling import MAXIMUM_POLLERS_RANGE, MINIMUM_POLLERS_RANGE
+from wakeup_local.moto_attribute_values import items_as_they_are, values_as_they_are
+from wakeup_local.moto_update_expressions import copied, node_types_once, parsing_each_text_once
 
 log = logging.getLogger(__name__)
 
@@ -391,6 +403,15 @@ def apply(mapping_update_s: float = 0.0) -> None:
         setattr(ConditionExpressionParser, "_lex_condition_expression", lexed)  # noqa: B010 - replaced on purpose
     else:
         log.warning("moto changed: its condition expressions are not lexed once (writes may be slower)")
+    serializer = getattr(moto_serialize, "BaseJSONSerializer", None)
+    if all(hasattr(serializer, name) for name in ("_serialize_type_map", "_serialize_type_structure")):
+        serializer._serialize_type_map = items_as_they_are(serializer._serialize_type_map)  # type: ignore[union-attr]
+        serializer._serialize_type_structure = values_as_they_are(  # type: ignore[union-attr]
+            serializer._serialize_type_structure  # type: ignore[union-attr]
+        )
+    else:
+        log.warning("moto changed: its DynamoDB items are written member by member (replies may be slower)")
+    _apply_update_expression_fixes()
     if hasattr(backends, "list_of_moto_modules"):
         modules = tuple(backends.list_of_moto_modules())
         backends.list_of_moto_modules = lambda: modules
@@ -408,3 +429,20 @@ def apply(mapping_update_s: float = 0.0) -> None:
         )
     else:
         log.warning("moto changed: its event source mappings' updates apply at once")
+
+
+def _apply_update_expression_fixes() -> None:
+    if "make" in vars(UpdateExpressionParser):
+        make = UpdateExpressionParser.make.__func__  # the class method's function
+        parse = parsing_each_text_once(functools.partial(make, UpdateExpressionParser))
+        UpdateExpressionParser.make = staticmethod(parse)
+    else:
+        log.warning("moto changed: its update expressions are parsed on every request (writes may be slower)")
+    if getattr(dynamodb_validators, "deepcopy", None) is copy.deepcopy:
+        setattr(dynamodb_validators, "deepcopy", copied)  # noqa: B010 - the module's copy replaced
+    else:
+        log.warning("moto changed: its update expressions are deep-copied (writes may be slower)")
+    if hasattr(DepthFirstTraverser, "nodes_to_be_processed"):
+        DepthFirstTraverser.nodes_to_be_processed = node_types_once(DepthFirstTraverser.nodes_to_be_processed)
+    else:
+        log.warning("moto changed: its expression walks ask their node types at each node (writes may be slower)")

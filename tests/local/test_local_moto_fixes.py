@@ -10,11 +10,14 @@ both. The mappings' scenarios are what moto does not do (an update applies at on
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -26,16 +29,22 @@ from moto.core.utils import method_names_from_class, unix_time, unix_time_millis
 from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
+from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser
+from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+from moto.dynamodb.parsing.validators import UpdateExpressionValidator
 from moto.dynamodb.responses import DynamoHandler
 from moto.sqs.models import sqs_backends
 
 from support.waiting import wait_until
-from wakeup_local import moto_fixes
+from wakeup_local import moto_fixes, moto_update_expressions
 from wakeup_local.mappings import empty_package
 from wakeup_local.moto_process import MotoProcess
 
-# moto's own lexer (this process's moto is not patched: moto_fixes applies in moto's process).
+# moto's own lexer, parser and walks (this process's moto is not patched: moto_fixes applies in
+# moto's process).
 LEX_CONDITION = ConditionExpressionParser._lex_condition_expression
+PARSE_UPDATE = UpdateExpressionParser.make
+NODE_TYPES = DepthFirstTraverser.nodes_to_be_processed
 
 
 @pytest.fixture(scope="module")
@@ -386,6 +395,150 @@ def test_a_condition_s_text_is_lexed_once_and_its_tokens_are_moto_s_own(monkeypa
     parsers = [ConditionExpressionParser(text, {}, {":max": {"N": "1"}}) for _ in range(3)]
     assert [list(once(parser)) for parser in parsers] == [list(LEX_CONDITION(parsers[0]))] * 3
     assert lexed == [text]
+
+
+# Update expressions of each kind moto parses and validates, and some it refuses: each runs on an
+# item that exists and on one that does not.
+UPDATES = [
+    "SET n = :five",
+    "SET n = n + :one, s = :abc REMOVE missing",
+    "SET c = if_not_exists(c, :one) + :one, #n = :five",
+    "SET l = list_append(l, :list)",
+    "SET l[0] = :five",
+    "ADD n :one, tags :tags",
+    "DELETE tags :tags",
+    "REMOVE s, l[1]",
+    "SET s = :abc, s = :ab",
+    "SET n = missing + :one",
+    "SET n = :unknown",
+    "SET #unknown = :one",
+    "SET",
+    "SET n = :five REMOVE n",
+]
+
+
+def _updates(dynamodb: Any) -> list[str]:
+    """Each update's outcome, twice over: the item it leaves, or the error's code and message."""
+    table = _table(dynamodb)
+    item = {"pk": {"S": "a"}, "n": {"N": "5"}, "s": {"S": "abc"}, "l": {"L": [{"N": "1"}, {"N": "2"}]}}
+    values = {
+        ":five": {"N": "5"},
+        ":one": {"N": "1"},
+        ":abc": {"S": "abc"},
+        ":ab": {"S": "ab"},
+        ":list": {"L": [{"S": "x"}]},
+        ":tags": {"SS": ["a", "b"]},
+    }
+    outcomes = []
+    for update in UPDATES * 2:
+        for key in ("a", "new"):
+            dynamodb.put_item(TableName=table, Item=item)
+            dynamodb.delete_item(TableName=table, Key={"pk": {"S": "new"}})
+            used = {name: value for name, value in values.items() if name in update}
+            names = {name: name[1:] for name in ("#n", "#unknown") if name in update}
+            try:
+                reply = dynamodb.update_item(
+                    TableName=table,
+                    Key={"pk": {"S": key}},
+                    UpdateExpression=update,
+                    ReturnValues="ALL_NEW",
+                    **({"ExpressionAttributeValues": used} if used else {}),
+                    **({"ExpressionAttributeNames": names} if names else {}),
+                )
+                outcomes.append(json.dumps(reply.get("Attributes"), sort_keys=True))
+            except ClientError as error:
+                outcomes.append(f"{error.response['Error']['Code']}: {error.response['Error']['Message']}")
+    return outcomes
+
+
+def test_updates_parsed_once_apply_and_are_refused_as_moto_s_own(plain_moto: str, fixed_moto: str) -> None:
+    once = Config(retries={"total_max_attempts": 1})
+    plain, fixed = (
+        boto3.client("dynamodb", endpoint_url=url, region_name="us-east-1", config=once)
+        for url in (plain_moto, fixed_moto)
+    )
+    outcomes = _updates(fixed)
+    assert outcomes == _updates(plain)
+    assert sum(outcome.startswith("{") for outcome in outcomes) > len(outcomes) / 3
+    assert {outcome.split(":")[0] for outcome in outcomes if not outcome.startswith("{")} == {"ValidationException"}
+
+
+def test_an_update_s_text_is_parsed_once_and_each_caller_gets_a_tree_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parsed: list[str] = []
+
+    def counting(text: str) -> Any:
+        parsed.append(text)
+        return PARSE_UPDATE(text)
+
+    monkeypatch.setattr(moto_update_expressions, "_parsed", {})
+    once = moto_update_expressions.parsing_each_text_once(counting)
+    text = f"SET n{uuid.uuid4().hex[:6]} = if_not_exists(c, :one) + :one REMOVE s"
+    trees = [once(text) for _ in range(3)]
+    assert parsed == [text]
+    assert len({id(tree) for tree in trees}) == 3
+    assert {_shape(tree) for tree in trees} == {_shape(PARSE_UPDATE(text))}
+
+
+def _shape(node: Any) -> str:
+    """A tree's node types and leaves, depth first, with each node's parent checked."""
+    children = getattr(node, "children", None)
+    if children is None or not hasattr(node, "type"):
+        return repr(node)
+    for child in children:
+        assert getattr(child, "parent", node) is node
+    return f"{node.type}({', '.join(_shape(child) for child in children)})"
+
+
+def test_a_tree_copied_by_pickle_is_a_deep_copy() -> None:
+    tree = PARSE_UPDATE("SET a = :one, b = list_append(b, :l) REMOVE c")
+    copy_ = moto_update_expressions.copied(tree)
+    assert copy_ is not tree
+    assert _shape(copy_) == _shape(tree)
+    assert len(_nodes(tree)) > 10
+    assert not {id(node) for node in _nodes(copy_)} & {id(node) for node in _nodes(tree)}
+
+
+def _nodes(node: Any) -> list[Any]:
+    """The tree's nodes (its leaves, strings, are shared by any copy)."""
+    if not hasattr(node, "children"):
+        return []
+    return [node, *(found for child in node.children or [] for found in _nodes(child))]
+
+
+def test_a_walk_s_node_types_are_moto_s_own_and_asked_once_per_class() -> None:
+    asked: list[type] = []
+
+    def counting(self: Any) -> tuple[type, ...]:
+        asked.append(type(self))
+        return NODE_TYPES(self)
+
+    node_types = moto_update_expressions.node_types_once(counting)
+    # given the ten walks of moto's update validator (a table's and an item's parts are not read)
+    validator = SimpleNamespace(
+        expression_attribute_names={},
+        expression_attribute_values={},
+        item=None,
+        table=SimpleNamespace(table_key_attrs=["pk"], attr=[], attribute_keys=["pk"]),
+    )
+    walks = UpdateExpressionValidator.get_ast_processors(validator)
+    assert len({type(walk) for walk in walks}) == 10
+    for walk in walks * 2:
+        assert node_types(walk) == NODE_TYPES(walk)
+    assert sorted(map(str, asked)) == sorted({str(type(walk)) for walk in walks})
+
+
+def test_every_fix_applies_to_this_moto_without_a_warning() -> None:
+    # a moto that changed would be logged, and that fix left out (the replies' items among them)
+    script = (
+        "from wakeup_local import moto_fixes; moto_fixes.apply();"
+        "from moto.core.serialize import BaseJSONSerializer as s;"
+        "print(s._serialize_type_map.__module__, s._serialize_type_structure.__module__)"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert "moto changed" not in result.stderr, result.stderr
+    assert result.stdout.split() == ["wakeup_local.moto_attribute_values"] * 2
 
 
 # --- event source mappings ---------------------------------------------------------------------------

@@ -1,0 +1,95 @@
+"""DynamoDB's items written into moto's replies as they are, not member by member through the model.
+
+moto serialises a reply by walking the operation's output shape. For an item that means, for each
+attribute, trying each of AttributeValue's ten members (S, N, B, ... BOOL) under several spellings
+of its name (moto's `XFormedAttributePicker`): a quarter of moto's CPU for a registration or a
+delivered wake, whose replies carry the instance's item (py-spy and cProfile, under a burst).
+
+An item here is already what the JSON reply holds: moto's DynamoDB handler turns its values into
+`{"S": "..."}`-shaped dicts (`dynamo_to_dict`), and walking the shape gives the same dicts back. So
+an attribute value whose one member is a string, a number's string, a boolean, a set of strings
+or numbers, or a map or list of such values is written as it is. Anything else (a binary value,
+which moto base64-encodes on the way, or a shape moto did not make) goes through moto's own walk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+_SCALARS = {"S": str, "N": str, "BOOL": bool, "NULL": bool}
+_SETS = frozenset({"SS", "NS"})
+_VALUE_SHAPE = "AttributeValue"  # botocore's DynamoDB model: an item is a map of these
+_SERVICE = "dynamodb"
+
+Serializer = Any  # moto.core.serialize.BaseJSONSerializer, whose private methods are replaced
+
+
+def plain_copy(value: Any) -> dict[str, Any] | None:
+    """A copy of `value` if it is an attribute value that moto's walk would give back unchanged,
+    else None."""
+    if type(value) is not dict or len(value) != 1:
+        return None
+    ((kind, inner),) = value.items()
+    scalar = _SCALARS.get(kind)
+    if scalar is not None:
+        return {kind: inner} if type(inner) is scalar else None
+    if kind in _SETS:
+        return {kind: list(inner)} if type(inner) is list and all(type(v) is str for v in inner) else None
+    if kind == "M":
+        members = plain_map(inner)
+        return None if members is None else {"M": members}
+    if kind == "L" and type(inner) is list:
+        items = [plain_copy(item) for item in inner]
+        return None if any(item is None for item in items) else {"L": items}
+    return None
+
+
+def plain_map(values: Any) -> dict[str, Any] | None:
+    """A copy of a map of attribute values (an item, a key) if each is plain, else None."""
+    if type(values) is not dict:
+        return None
+    copied = {}
+    for name, value in values.items():
+        plain = plain_copy(value)
+        if type(name) is not str or plain is None:
+            return None
+        copied[name] = plain
+    return copied
+
+
+def _mine(serializer: Serializer) -> bool:
+    # DynamoDB's replies only, and none that a response transformer could change (moto's EC2 and
+    # ECS register some, for every service, in a class attribute they share).
+    return serializer.service_model.service_name == _SERVICE and not getattr(
+        serializer._value_picker, "response_transformers", None
+    )
+
+
+def items_as_they_are(serialize_map: Callable[..., None]) -> Callable[..., None]:
+    """moto's JSON `_serialize_type_map`, which writes a map of plain attribute values as it is."""
+
+    def serialize(self: Serializer, serialized: Any, value: Any, shape: Any, key: str) -> None:
+        if getattr(shape.value, "name", None) == _VALUE_SHAPE and _mine(self):
+            plain = plain_map(value)
+            if plain is not None:
+                serialized[self.get_serialized_name(shape, key)] = plain
+                return
+        serialize_map(self, serialized, value, shape, key)
+
+    return serialize
+
+
+def values_as_they_are(serialize_structure: Callable[..., None]) -> Callable[..., None]:
+    """moto's JSON `_serialize_type_structure`, which writes a plain attribute value as it is (one
+    outside an item: a list's member, a condition check's)."""
+
+    def serialize(self: Serializer, serialized: Any, value: Any, shape: Any, key: str) -> None:
+        if key and shape.name == _VALUE_SHAPE and _mine(self):
+            plain = plain_copy(value)
+            if plain is not None:
+                serialized[self.get_serialized_name(shape, key)] = plain
+                return
+        serialize_structure(self, serialized, value, shape, key)
+
+    return serialize
