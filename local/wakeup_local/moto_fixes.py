@@ -91,13 +91,13 @@ from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
-from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser  # type: ignore[attr-defined]  # moto's untyped module
+from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node  # type: ignore[attr-defined]  # untyped
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]  # untyped too
 from moto.sqs.models import Queue, SQSBackend, sqs_backends
 
 from wakeup_awsfacts.sqs_scaling import MAXIMUM_POLLERS_RANGE, MINIMUM_POLLERS_RANGE
+from wakeup_local import moto_update_expressions
 from wakeup_local.moto_attribute_values import items_as_they_are, values_as_they_are
-from wakeup_local.moto_update_expressions import copied, node_types_once, parsing_each_text_once
 
 log = logging.getLogger(__name__)
 
@@ -434,15 +434,19 @@ def apply(mapping_update_s: float = 0.0) -> None:
 def _apply_update_expression_fixes() -> None:
     if "make" in vars(UpdateExpressionParser):
         make = UpdateExpressionParser.make.__func__  # the class method's function
-        parse = parsing_each_text_once(functools.partial(make, UpdateExpressionParser))
+        parse = moto_update_expressions.parsing_each_text_once(functools.partial(make, UpdateExpressionParser))
         UpdateExpressionParser.make = staticmethod(parse)
     else:
         log.warning("moto changed: its update expressions are parsed on every request (writes may be slower)")
     if getattr(dynamodb_validators, "deepcopy", None) is copy.deepcopy:
-        setattr(dynamodb_validators, "deepcopy", copied)  # noqa: B010 - the module's copy replaced
+        setattr(dynamodb_validators, "deepcopy", moto_update_expressions.copied)  # noqa: B010 - the module's copy replaced
     else:
         log.warning("moto changed: its update expressions are deep-copied (writes may be slower)")
-    if hasattr(DepthFirstTraverser, "nodes_to_be_processed"):
-        DepthFirstTraverser.nodes_to_be_processed = node_types_once(DepthFirstTraverser.nodes_to_be_processed)
+    walks = ("nodes_to_be_processed", "traverse_node_recursively", "process", "pre_processing_of_child")
+    if all(hasattr(DepthFirstTraverser, name) for name in walks) and hasattr(Node, "find_clauses"):
+        node_types = moto_update_expressions.node_types_once(DepthFirstTraverser.nodes_to_be_processed)
+        DepthFirstTraverser.nodes_to_be_processed = node_types
+        DepthFirstTraverser.traverse_node_recursively = moto_update_expressions.traverse_node_recursively
+        Node.find_clauses = moto_update_expressions.find_clauses
     else:
         log.warning("moto changed: its expression walks ask their node types at each node (writes may be slower)")

@@ -14,6 +14,10 @@ each set a dozen attributes (cProfile, moto in-process). Each step cost about 0.
 - Each of the validator's ten walks asks its class, at every node, which node types it processes
   (`nodes_to_be_processed`), which builds a dict of bound methods to read its keys: the types
   are the class's own, so each class is asked once.
+- The walks, and the search for clauses (`find_clauses`, three times over from each nested
+  `UpdateExpression` node), ask of each node whether its type is a `Node`, an `Expression`, a
+  function, or one the walk processes: `isinstance` through `ABCMeta`, two thousand times an
+  update. The answers depend on the node's type alone: each is worked out once per type.
 """
 
 from __future__ import annotations
@@ -24,7 +28,11 @@ import pickle
 from collections.abc import Callable
 from typing import Any
 
-from moto.dynamodb.parsing.ast_nodes import Node  # type: ignore[attr-defined]  # moto's untyped module
+from moto.dynamodb.parsing.ast_nodes import (  # type: ignore[attr-defined]  # moto's untyped module
+    Expression,
+    Node,
+    UpdateExpressionFunction,
+)
 
 _PARSED_TEXTS = 1024
 _parsed: dict[str, bytes] = {}
@@ -68,3 +76,46 @@ def node_types_once(nodes_to_be_processed: Callable[[Any], tuple[type, ...]]) ->
         return types
 
     return node_types
+
+
+_answers: dict[tuple[object, ...], bool] = {}
+
+
+def _is_subclass(kind: type, *of: type) -> bool:
+    """`issubclass(kind, of)`, worked out once per question."""
+    answer = _answers.get((kind, *of))
+    if answer is None:
+        answer = _answers[(kind, *of)] = issubclass(kind, of)
+    return answer
+
+
+def find_clauses(self: Any, clause_types: list[type]) -> list[Any]:
+    """moto's `Node.find_clauses` (the clauses of those types among the node's descendants, in
+    order, not looking inside one found), with each type's answers worked out once."""
+    clauses = []
+    for child in self.children or []:
+        kind = type(child)
+        if kind in clause_types:
+            clauses.append(child)
+        elif _is_subclass(kind, Expression, UpdateExpressionFunction):
+            clauses.extend(child.find_clauses(clause_types))
+    return clauses
+
+
+def traverse_node_recursively(self: Any, node: Any, child_id: int = -1) -> Any:
+    """moto's `DepthFirstTraverser.traverse_node_recursively` (children first, each after the
+    walk's hook; then the node, if the walk processes its type, replaced in its parent by what the
+    walk makes of it), with each type's answers worked out once."""
+    if not _is_subclass(type(node), Node):
+        return node
+    parent_node = node.parent
+    if node.children is not None:
+        for index, child in enumerate(node.children):
+            self.pre_processing_of_child(node, index)
+            self.traverse_node_recursively(child, index)
+    if _is_subclass(type(node), *self.nodes_to_be_processed()):
+        node = self.process(node)
+        node.parent = parent_node
+        if parent_node:
+            parent_node.children[child_id] = node
+    return node

@@ -29,7 +29,19 @@ from moto.core.utils import method_names_from_class, unix_time, unix_time_millis
 from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
-from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser
+from moto.dynamodb.parsing.ast_nodes import (
+    DepthFirstTraverser,
+    ExpressionAttributeName,
+    ExpressionAttributeValue,
+    Node,
+    UpdateExpressionAddAction,
+    UpdateExpressionAddClause,
+    UpdateExpressionDeleteAction,
+    UpdateExpressionRemoveAction,
+    UpdateExpressionRemoveClause,
+    UpdateExpressionSetAction,
+    UpdateExpressionSetClause,
+)
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser
 from moto.dynamodb.parsing.validators import UpdateExpressionValidator
 from moto.dynamodb.responses import DynamoHandler
@@ -45,6 +57,7 @@ from wakeup_local.moto_process import MotoProcess
 LEX_CONDITION = ConditionExpressionParser._lex_condition_expression
 PARSE_UPDATE = UpdateExpressionParser.make
 NODE_TYPES = DepthFirstTraverser.nodes_to_be_processed
+FIND_CLAUSES = Node.find_clauses
 
 
 @pytest.fixture(scope="module")
@@ -527,6 +540,30 @@ def test_a_walk_s_node_types_are_moto_s_own_and_asked_once_per_class() -> None:
     for walk in walks * 2:
         assert node_types(walk) == NODE_TYPES(walk)
     assert sorted(map(str, asked)) == sorted({str(type(walk)) for walk in walks})
+
+
+ACTIONS = [
+    UpdateExpressionSetAction,
+    UpdateExpressionRemoveAction,
+    UpdateExpressionAddAction,
+    UpdateExpressionDeleteAction,
+]
+
+
+@pytest.mark.parametrize("update", [text for text in UPDATES if text != "SET"])
+def test_clauses_are_found_as_moto_finds_them(update: str) -> None:
+    tree = PARSE_UPDATE(update)
+    kinds = [
+        [UpdateExpressionSetClause],
+        [UpdateExpressionRemoveClause, UpdateExpressionAddClause],
+        [ExpressionAttributeName],
+        [ExpressionAttributeValue],
+        ACTIONS,
+    ]
+    for clause_types in kinds:
+        found = moto_update_expressions.find_clauses(tree, clause_types)
+        assert [id(node) for node in found] == [id(node) for node in FIND_CLAUSES(tree, clause_types)]
+    assert moto_update_expressions.find_clauses(tree, ACTIONS)  # every update has an action
 
 
 def test_every_fix_applies_to_this_moto_without_a_warning() -> None:
