@@ -37,16 +37,14 @@ Each is applied once, and only if moto still has what it replaces (a newer moto 
 - moto's server finds the service of every request by listing its own package folder on disk
   (`list_of_moto_modules`, about 0.7 ms, under a lock all requests share). The folder does not
   change while the process runs: it is listed once.
-- moto's DynamoDB lexes each condition expression (`ConditionExpression`, `FilterExpression`)
-  anew on every request, compiling its six patterns for each token: 8% of moto's CPU under a burst
-  of registrations. The tokens depend on the expression's text alone, and moto's later steps build
-  new nodes from them rather than change them, so each text is lexed once (up to 1,024 texts).
+- moto's DynamoDB lexes each condition expression anew on every request, and parses a write's
+  condition twice: each text is lexed once, and parsed once a request (moto_expressions.py).
 - moto writes each item of a DynamoDB reply through the service model, attribute by attribute and
   member by member: a quarter of its CPU for a registration or a delivered wake. An item is already
   in the reply's shape, and goes into it as it is (moto_attribute_values.py).
 - moto parses an update expression twice per `UpdateItem`, deep-copies the tree, and asks at each
   node of its ten walks which node types the walk processes: each text is parsed once and copied
-  by pickle, and each walk's types asked once (moto_update_expressions.py).
+  by pickle, and each node type's answers are worked out once (moto_expressions.py).
 
 - Lambda's event source mappings (the planner changes the caller's, wakeup.event_source):
   - moto's SQS hands a queue's messages to moto's Lambda when a mapping names the queue, which
@@ -73,7 +71,6 @@ import logging
 import threading
 import time
 import types
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -96,7 +93,7 @@ from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ig
 from moto.sqs.models import Queue, SQSBackend, sqs_backends
 
 from wakeup_awsfacts.sqs_scaling import MAXIMUM_POLLERS_RANGE, MINIMUM_POLLERS_RANGE
-from wakeup_local import moto_update_expressions
+from wakeup_local import moto_expressions
 from wakeup_local.moto_attribute_values import items_as_they_are, values_as_they_are
 
 log = logging.getLogger(__name__)
@@ -254,26 +251,6 @@ def wait_for_a_visible_message(self: Any, timeout: float) -> None:
             self._messages_lock.wait(wake - now)
 
 
-_LEXED_TEXTS = 1024
-_lexed: dict[str, tuple[Any, ...]] = {}
-
-
-def lexing_each_text_once(lex: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """moto's `ConditionExpressionParser._lex_condition_expression`, its tokens kept by text."""
-
-    @functools.wraps(lex)
-    def lexed(self: Any) -> Any:
-        text = self.condition_expression
-        nodes = _lexed.get(text)
-        if nodes is None:
-            nodes = tuple(lex(self))  # a text moto cannot lex raises, each time, as moto's does
-            if len(_lexed) < _LEXED_TEXTS:
-                _lexed[text] = nodes
-        return deque(nodes)
-
-    return lexed
-
-
 @functools.cache
 def method_names_of(clazz: type) -> frozenset[str]:
     """moto's `method_names_from_class`, once per class (its callers only ask what it contains)."""
@@ -399,10 +376,15 @@ def apply(mapping_update_s: float = 0.0) -> None:
     else:
         log.warning("moto changed: its response methods are not cached (requests may be slower)")
     if hasattr(ConditionExpressionParser, "_lex_condition_expression"):
-        lexed = lexing_each_text_once(ConditionExpressionParser._lex_condition_expression)
+        lexed = moto_expressions.lexing_each_text_once(ConditionExpressionParser._lex_condition_expression)
         setattr(ConditionExpressionParser, "_lex_condition_expression", lexed)  # noqa: B010 - replaced on purpose
     else:
         log.warning("moto changed: its condition expressions are not lexed once (writes may be slower)")
+    if hasattr(ConditionExpressionParser, "parse"):
+        parsed = moto_expressions.parsing_each_condition_once(ConditionExpressionParser.parse)
+        setattr(ConditionExpressionParser, "parse", parsed)  # noqa: B010 - replaced on purpose
+    else:
+        log.warning("moto changed: its write conditions are parsed twice (writes may be slower)")
     serializer = getattr(moto_serialize, "BaseJSONSerializer", None)
     if all(hasattr(serializer, name) for name in ("_serialize_type_map", "_serialize_type_structure")):
         serializer._serialize_type_map = items_as_they_are(serializer._serialize_type_map)  # type: ignore[union-attr]
@@ -434,19 +416,19 @@ def apply(mapping_update_s: float = 0.0) -> None:
 def _apply_update_expression_fixes() -> None:
     if "make" in vars(UpdateExpressionParser):
         make = UpdateExpressionParser.make.__func__  # the class method's function
-        parse = moto_update_expressions.parsing_each_text_once(functools.partial(make, UpdateExpressionParser))
+        parse = moto_expressions.parsing_each_text_once(functools.partial(make, UpdateExpressionParser))
         UpdateExpressionParser.make = staticmethod(parse)
     else:
         log.warning("moto changed: its update expressions are parsed on every request (writes may be slower)")
     if getattr(dynamodb_validators, "deepcopy", None) is copy.deepcopy:
-        setattr(dynamodb_validators, "deepcopy", moto_update_expressions.copied)  # noqa: B010 - the module's copy replaced
+        setattr(dynamodb_validators, "deepcopy", moto_expressions.copied)  # noqa: B010 - the module's copy replaced
     else:
         log.warning("moto changed: its update expressions are deep-copied (writes may be slower)")
     walks = ("nodes_to_be_processed", "traverse_node_recursively", "process", "pre_processing_of_child")
     if all(hasattr(DepthFirstTraverser, name) for name in walks) and hasattr(Node, "find_clauses"):
-        node_types = moto_update_expressions.node_types_once(DepthFirstTraverser.nodes_to_be_processed)
+        node_types = moto_expressions.node_types_once(DepthFirstTraverser.nodes_to_be_processed)
         DepthFirstTraverser.nodes_to_be_processed = node_types
-        DepthFirstTraverser.traverse_node_recursively = moto_update_expressions.traverse_node_recursively
-        Node.find_clauses = moto_update_expressions.find_clauses
+        DepthFirstTraverser.traverse_node_recursively = moto_expressions.traverse_node_recursively
+        Node.find_clauses = moto_expressions.find_clauses
     else:
         log.warning("moto changed: its expression walks ask their node types at each node (writes may be slower)")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -48,13 +49,14 @@ from moto.dynamodb.responses import DynamoHandler
 from moto.sqs.models import sqs_backends
 
 from support.waiting import wait_until
-from wakeup_local import moto_fixes, moto_update_expressions
+from wakeup_local import moto_expressions, moto_fixes
 from wakeup_local.mappings import empty_package
 from wakeup_local.moto_process import MotoProcess
 
 # moto's own lexer, parser and walks (this process's moto is not patched: moto_fixes applies in
 # moto's process).
 LEX_CONDITION = ConditionExpressionParser._lex_condition_expression
+PARSE_CONDITION = ConditionExpressionParser.parse
 PARSE_UPDATE = UpdateExpressionParser.make
 NODE_TYPES = DepthFirstTraverser.nodes_to_be_processed
 FIND_CLAUSES = Node.find_clauses
@@ -402,12 +404,51 @@ def test_a_condition_s_text_is_lexed_once_and_its_tokens_are_moto_s_own(monkeypa
         lexed.append(self.condition_expression)
         return LEX_CONDITION(self)
 
-    monkeypatch.setattr(moto_fixes, "_lexed", {})
-    once = moto_fixes.lexing_each_text_once(counting)
+    monkeypatch.setattr(moto_expressions, "_lexed", {})
+    once = moto_expressions.lexing_each_text_once(counting)
     text = f"attribute_exists(pk) AND n{uuid.uuid4().hex[:6]} < :max"
     parsers = [ConditionExpressionParser(text, {}, {":max": {"N": "1"}}) for _ in range(3)]
     assert [list(once(parser)) for parser in parsers] == [list(LEX_CONDITION(parsers[0]))] * 3
     assert lexed == [text]
+
+
+def test_a_condition_parsed_again_in_a_thread_with_the_same_names_and_values_is_not_parsed_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parsed: list[str] = []
+
+    def counting(self: Any) -> Any:
+        parsed.append(self.condition_expression)
+        return PARSE_CONDITION(self)
+
+    monkeypatch.setattr(moto_expressions, "_last_condition", threading.local())
+    once = moto_expressions.parsing_each_condition_once(counting)
+    text = "attribute_exists(pk) AND #n < :max"
+    names, values = {"#n": "n"}, {":max": {"N": "1"}}
+    # given a condition parsed, as moto's handler parses it before its backend does
+    first_parser = ConditionExpressionParser(text, names, values)
+    first = once(first_parser)
+    # when the same condition is parsed again in the thread, then its tree and what it found are the first's
+    again = ConditionExpressionParser(text, dict(names), {":max": {"N": "1"}})
+    assert once(again) is first
+    found = (first_parser.expr_attr_names_found, first_parser.expr_attr_values_found)
+    assert (again.expr_attr_names_found, again.expr_attr_values_found) == found
+    assert ":max" in found[1]
+    assert parsed == [text]
+    # and other values, or another thread, parse it anew
+    once(ConditionExpressionParser(text, names, {":max": {"N": "2"}}))
+    with ThreadPoolExecutor(1) as other:
+        other.submit(once, ConditionExpressionParser(text, names, {":max": {"N": "2"}})).result()
+    assert parsed == [text] * 3
+
+
+def test_a_refused_condition_is_refused_each_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(moto_expressions, "_last_condition", threading.local())
+    once = moto_expressions.parsing_each_condition_once(PARSE_CONDITION)
+    for _ in range(2):
+        with pytest.raises(Exception) as refused:
+            once(ConditionExpressionParser("n = :five AND", {}, {":five": {"N": "5"}}))
+        assert "Invalid" in str(refused.value) or "Unexpected" in str(refused.value) or "Bad" in str(refused.value)
 
 
 # Update expressions of each kind moto parses and validates, and some it refuses: each runs on an
@@ -485,8 +526,8 @@ def test_an_update_s_text_is_parsed_once_and_each_caller_gets_a_tree_of_its_own(
         parsed.append(text)
         return PARSE_UPDATE(text)
 
-    monkeypatch.setattr(moto_update_expressions, "_parsed", {})
-    once = moto_update_expressions.parsing_each_text_once(counting)
+    monkeypatch.setattr(moto_expressions, "_parsed", {})
+    once = moto_expressions.parsing_each_text_once(counting)
     text = f"SET n{uuid.uuid4().hex[:6]} = if_not_exists(c, :one) + :one REMOVE s"
     trees = [once(text) for _ in range(3)]
     assert parsed == [text]
@@ -506,7 +547,7 @@ def _shape(node: Any) -> str:
 
 def test_a_tree_copied_by_pickle_is_a_deep_copy() -> None:
     tree = PARSE_UPDATE("SET a = :one, b = list_append(b, :l) REMOVE c")
-    copy_ = moto_update_expressions.copied(tree)
+    copy_ = moto_expressions.copied(tree)
     assert copy_ is not tree
     assert _shape(copy_) == _shape(tree)
     assert len(_nodes(tree)) > 10
@@ -527,7 +568,7 @@ def test_a_walk_s_node_types_are_moto_s_own_and_asked_once_per_class() -> None:
         asked.append(type(self))
         return NODE_TYPES(self)
 
-    node_types = moto_update_expressions.node_types_once(counting)
+    node_types = moto_expressions.node_types_once(counting)
     # given the ten walks of moto's update validator (a table's and an item's parts are not read)
     validator = SimpleNamespace(
         expression_attribute_names={},
@@ -561,9 +602,9 @@ def test_clauses_are_found_as_moto_finds_them(update: str) -> None:
         ACTIONS,
     ]
     for clause_types in kinds:
-        found = moto_update_expressions.find_clauses(tree, clause_types)
+        found = moto_expressions.find_clauses(tree, clause_types)
         assert [id(node) for node in found] == [id(node) for node in FIND_CLAUSES(tree, clause_types)]
-    assert moto_update_expressions.find_clauses(tree, ACTIONS)  # every update has an action
+    assert moto_expressions.find_clauses(tree, ACTIONS)  # every update has an action
 
 
 def test_every_fix_applies_to_this_moto_without_a_warning() -> None:
