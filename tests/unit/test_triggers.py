@@ -1,5 +1,7 @@
 import json
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -8,6 +10,7 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
+from wakeup import aws
 from wakeup.model import Trigger
 from wakeup.settings import Settings
 from wakeup.triggers import Armed, Triggers
@@ -167,3 +170,42 @@ def test_the_sqs_delay_counts_from_the_moment_of_sending(settings: Settings) -> 
         # when it arms a wake 10 s after the request began
         Triggers(settings, sqs, scheduler, clock=lambda: sent_at).arm(TRIGGER, NOW + timedelta(seconds=10), NOW)
     # then the message is delayed by the 8.5 s left, less the lead (whole seconds, never past the time)
+
+
+def test_a_client_is_made_on_first_use_once_however_many_threads_need_it(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given triggers whose clients are made by the layer (as each function's are)
+    made: list[str] = []
+    sqs, scheduler = clients()
+
+    def making(service: str) -> Any:
+        made.append(service)
+        time.sleep(0.01)  # a slow make, so that threads asking at once would each make one
+        return {"sqs": sqs, "scheduler": scheduler}[service]
+
+    monkeypatch.setattr(aws, "client", making)
+    triggers = Triggers(settings, clock=lambda: NOW)
+    # then none is made with them
+    assert made == []
+    # and sixteen threads sending at once make one SQS client, and no Scheduler one
+    with stubbed(sqs) as stub:
+        for _ in range(16):
+            stub.add_response("send_message", {"MessageId": "m"})
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(lambda _: triggers.arm(TRIGGER, NOW + timedelta(seconds=30), NOW), range(16)))
+    assert made == ["sqs"]
+    # and a far wake makes the Scheduler's
+    with stubbed(scheduler) as stub:
+        stub.add_response("create_schedule", {"ScheduleArn": "arn:aws:scheduler:us-east-1:1:schedule/g/x"})
+        assert triggers.arm(TRIGGER, NOW + timedelta(days=1), NOW) is Armed.SCHEDULE
+    assert made == ["sqs", "scheduler"]
+
+
+def test_clients_given_are_used_and_can_be_replaced(settings: Settings) -> None:
+    sqs, scheduler = clients()
+    triggers = Triggers(settings, sqs, scheduler)
+    assert (triggers.sqs, triggers.scheduler) == (sqs, scheduler)
+    other_sqs, other_scheduler = clients()
+    triggers.sqs, triggers.scheduler = other_sqs, other_scheduler
+    assert (triggers.sqs, triggers.scheduler) == (other_sqs, other_scheduler)

@@ -6,6 +6,7 @@ a trigger that arrives twice, late or for a replaced registration does no harm.
 
 import json
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime, timedelta
@@ -50,7 +51,13 @@ def schedule_name(instance_id: str) -> str:
 
 
 class Triggers:
-    """Sends triggers through SQS and EventBridge Scheduler, with clients given or made."""
+    """Sends triggers through SQS and EventBridge Scheduler, with clients given or made on first use.
+
+    Made when first needed, not with the triggers: most requests and invocations need one of the
+    two or neither (an instance's registration, a near wake's, a delivered wake), and a client takes
+    8 ms of a cold start's CPU, the first of a service's more. Under a lock: a caller's threads may
+    all need one at once, and boto3 makes clients unsafely from several threads.
+    """
 
     def __init__(
         self,
@@ -60,9 +67,34 @@ class Triggers:
         clock: Callable[[], datetime] = times.now,
     ) -> None:
         self.settings = settings
-        self.sqs = sqs or aws.client("sqs")
-        self.scheduler = scheduler or aws.client("scheduler")
+        self._clients: dict[str, Any] = {"sqs": sqs, "scheduler": scheduler}
+        self._making = threading.Lock()
         self.clock = clock
+
+    @property
+    def sqs(self) -> Any:
+        return self._client("sqs")
+
+    @sqs.setter
+    def sqs(self, client: Any) -> None:
+        self._clients["sqs"] = client
+
+    @property
+    def scheduler(self) -> Any:
+        return self._client("scheduler")
+
+    @scheduler.setter
+    def scheduler(self, client: Any) -> None:
+        self._clients["scheduler"] = client
+
+    def _client(self, service: str) -> Any:
+        client = self._clients[service]
+        if client is None:
+            with self._making:
+                client = self._clients[service]
+                if client is None:
+                    client = self._clients[service] = aws.client(service)
+        return client
 
     def route(self, due: datetime, now: datetime) -> Armed:
         """Which way a trigger for `due` goes: SQS within the horizon, Scheduler beyond it."""
