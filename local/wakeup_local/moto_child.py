@@ -8,6 +8,7 @@ closes.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -19,12 +20,14 @@ from moto.backends import SERVICE_NAMES
 from moto.core.routing import get_service_router
 from moto.core.utils import get_service_model
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from moto.scheduler.exceptions import ScheduleGroupNotFound, ScheduleNotFound
+from moto.scheduler.models import scheduler_backends
 
 from wakeup_local import moto_fixes
 from wakeup_local.loopback_wsgi import LoopbackWsgiServer
 from wakeup_local.moto_process import LOOPBACK
 from wakeup_local.moto_shortcut import MotoShortcut
-from wakeup_local.request_counter import RequestCounter
+from wakeup_local.request_counter import AmbiguousSchedule, RequestCounter
 
 
 def serve(control: socket.socket, mapping_update_s: float) -> None:
@@ -33,12 +36,27 @@ def serve(control: socket.socket, mapping_update_s: float) -> None:
     # moto's ThreadedMotoServer's application, with the functions' requests counted on the way
     # (request_counter.py) and DynamoDB's and SQS's past Flask (moto_shortcut.py), behind a lighter
     # server than werkzeug's (loopback_wsgi.py).
-    app = RequestCounter(MotoShortcut(DomainDispatcherApplication(prepared_app)))
+    app = RequestCounter(MotoShortcut(DomainDispatcherApplication(prepared_app)), read_schedule)
     server = LoopbackWsgiServer(LOOPBACK, 0, app)
     server.serve_in_thread("moto")
     control.sendall(f"port={server.port}\n".encode())
     while control.recv(64):
         pass
+
+
+def read_schedule(group: str, name: str) -> str | None:
+    """The schedule's `GetSchedule` reply body (moto's `get_schedule` answers `to_dict()` as JSON),
+    None when no backend holds it; AmbiguousSchedule when several accounts or Regions do."""
+    found = []
+    for regions in list(scheduler_backends.values()):
+        for backend in list(regions.values()):
+            try:
+                found.append(backend.get_schedule(group, name))
+            except (ScheduleNotFound, ScheduleGroupNotFound):
+                continue
+    if len(found) > 1:
+        raise AmbiguousSchedule(f"{group}/{name}")
+    return json.dumps(found[0].to_dict()) if found else None
 
 
 # The services the local stack calls, by the names moto's server gives their backends

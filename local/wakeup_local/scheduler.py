@@ -17,6 +17,7 @@ fails to the function's `EventInvokeConfig` destination.
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import logging
 import random
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.parsers import create_parser
 
 from wakeup_awsfacts.quotas import SCHEDULER_WINDOW_S
 from wakeup_awsfacts.template import Resolver, Template
@@ -135,6 +137,7 @@ class ScheduleWatcher:
         (those named, or all listed), and the watcher waits in it instead of polling. Without it
         they are listed at each poll."""
         self._scheduler = scheduler
+        self._get_schedule_parser: Callable[[dict[str, Any]], Any] | None = None
         self._changes = changes
         self._seen_changes: int | None = None
         self._groups = groups
@@ -181,7 +184,7 @@ class ScheduleWatcher:
             if changes is None or changes.total != self._seen_changes:
                 # Read before the schedules: a change made while they are read moves the count again.
                 if changes is not None and changes.schedules is not None and self._seen_changes is not None:
-                    complete = self._reread(changes.schedules)
+                    complete = self._reread(changes.schedules, changes.read or {})
                 else:
                     complete = self._refresh()
                 self._seen_changes = changes.total if changes is not None and complete else None
@@ -217,19 +220,34 @@ class ScheduleWatcher:
             del self._watched[key]
         return complete
 
-    def _reread(self, changed: list[ScheduleKey]) -> bool:
-        """Notes the changes to the schedules named (those of other groups left out); False when one
-        could not be read, to be listed again at the next poll."""
+    def _reread(self, changed: list[ScheduleKey], read: dict[ScheduleKey, str | None]) -> bool:
+        """Notes the changes to the schedules named (those of other groups left out), from what moto's
+        process read of them with the changes (`read`) or else by reading them; False when one could
+        not be read, to be listed again at the next poll."""
         complete = True
         for key in changed:
             if key[0] in self._groups:
-                complete = self._read(key) and complete
+                complete = self._read(key, self._as_got(read[key]) if key in read else None) and complete
         return complete
 
-    def _read(self, key: ScheduleKey) -> bool:
-        """Reads one schedule again: plans it, or forgets it when it is gone; False when it could not
-        be read."""
-        detail = self._get(*key)
+    def _as_got(self, body: str | None) -> GetScheduleOutputTypeDef | _Missing:
+        """A `GetSchedule` reply's body (None: the schedule is gone) as the client's `get_schedule`
+        gives it, parsed by botocore's own parser for the operation."""
+        if body is None:
+            return _Missing.GONE
+        if self._get_schedule_parser is None:
+            model = self._scheduler.meta.service_model
+            shape = model.operation_model("GetSchedule").output_shape
+            assert shape is not None  # GetSchedule answers a structure
+            self._get_schedule_parser = functools.partial(create_parser(model.protocol).parse, shape=shape)
+        reply = {"body": body.encode(), "headers": {}, "status_code": 200}
+        return self._get_schedule_parser(reply)  # type: ignore[no-any-return]
+
+    def _read(self, key: ScheduleKey, detail: GetScheduleOutputTypeDef | _Missing | None = None) -> bool:
+        """Reads one schedule again (unless given what it holds): plans it, or forgets it when it is
+        gone; False when it could not be read."""
+        if detail is None:
+            detail = self._get(*key)
         if detail is _Missing.UNREADABLE:
             return False
         if detail is _Missing.GONE:

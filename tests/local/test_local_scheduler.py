@@ -333,6 +333,7 @@ class WatchedGroup:
     group: str
     scheduler: _ListingCounted
     watcher: ScheduleWatcher
+    endpoint_url: str
 
 
 @pytest.fixture
@@ -346,7 +347,7 @@ def watched_group() -> Iterator[WatchedGroup]:
         scheduler = _ListingCounted(clients.scheduler)
         changes = functools.partial(scheduler_changes_since, moto.endpoint_url)
         watcher = ScheduleWatcher(scheduler, [group], Functions([]), lambda function, event: None, changes=changes)
-        yield WatchedGroup(clients, group, scheduler, watcher)
+        yield WatchedGroup(clients, group, scheduler, watcher, moto.endpoint_url)
     finally:
         clients.close()
         moto.stop()
@@ -360,12 +361,13 @@ def test_the_schedules_are_read_again_only_after_a_change(watched_group: Watched
         watcher._round(0.0)
     # then it listed once
     assert scheduler.listings == 1
-    # and when a schedule is created, the next poll reads it, and the one after does not
+    # and when a schedule is created, the next poll plans it from what the changes' answer holds
+    # of it, with no read of its own, and the one after does nothing
     create(watched_group, "s")
     watcher._round(0.0)
     watcher._round(0.0)
-    assert (scheduler.listings, scheduler.reads) == (1, ["s"])
-    assert (watched_group.group, "s") in watcher._watched
+    assert (scheduler.listings, scheduler.reads) == (1, [])
+    assert watcher._watched[(watched_group.group, "s")].expression == "at(2099-01-01T00:00:00)"
 
 
 def create(watched_group: WatchedGroup, name: str, group: str | None = None) -> None:
@@ -390,10 +392,11 @@ def test_after_a_change_the_watcher_reads_the_schedule_changed_and_lists_none(wa
     scheduler.reads.clear()
     create(watched_group, "new")
     create(watched_group, "elsewhere", group=f"{group}-other")
-    # then the next poll reads the new one alone, and lists nothing
+    # then the next poll plans the new one alone (from the changes' answer), and lists nothing
     watcher._round(0.0)
-    assert (scheduler.listings, scheduler.reads) == (1, ["new"])
-    # and when one is created, then one updated, the next poll reads those two alone
+    assert (scheduler.listings, scheduler.reads) == (1, [])
+    assert (group, "new") in watcher._watched and (f"{group}-other", "elsewhere") not in watcher._watched
+    # and when one is created, then one updated, the next poll plans those two again alone
     create(watched_group, "newer")
     watched_group.clients.scheduler.update_schedule(
         GroupName=group,
@@ -402,18 +405,53 @@ def test_after_a_change_the_watcher_reads_the_schedule_changed_and_lists_none(wa
         FlexibleTimeWindow={"Mode": "OFF"},
         Target={"Arn": "arn:aws:lambda:us-east-1:123456789012:function:f", "RoleArn": "arn:aws:iam::1:role/r"},
     )
-    scheduler.reads.clear()
+    planned = dict(watcher._watched)
     watcher._round(0.0)
-    assert (scheduler.listings, scheduler.reads) == (1, ["newer", "held-7"])
+    assert (scheduler.listings, scheduler.reads) == (1, [])
     assert (group, "newer") in watcher._watched
     assert watcher._watched[(group, "held-7")].expression == "at(2099-01-02T00:00:00)"
-    # and when one is deleted, the next poll reads it, lists nothing, and watches it no more
+    assert watcher._watched[(group, "held-7")].modified != planned[(group, "held-7")].modified
+    # and when one is deleted, the next poll lists nothing, and watches it no more
     watched_group.clients.scheduler.delete_schedule(GroupName=group, Name="held-3")
-    scheduler.reads.clear()
     watcher._round(0.0)
-    assert (scheduler.listings, scheduler.reads) == (1, ["held-3"])
+    assert (scheduler.listings, scheduler.reads) == (1, [])
     assert (group, "held-3") not in watcher._watched
     assert len(watcher._watched) == 151
+
+
+def test_what_the_changes_answer_holds_of_a_schedule_is_what_the_client_reads(watched_group: WatchedGroup) -> None:
+    # given a watcher that has listed its group, and a schedule created in it
+    watcher, group = watched_group.watcher, watched_group.group
+    watcher._round(0.0)
+    create(watched_group, "s")
+    # when the changes are read, then what they hold of it is GetSchedule's answer, parsed alike
+    changes = scheduler_changes_since(watched_group.endpoint_url, watcher._seen_changes)
+    assert changes is not None and changes.read is not None
+    held = watcher._as_got(changes.read[(group, "s")])
+    got = watched_group.clients.scheduler.get_schedule(GroupName=group, Name="s")
+    got.pop("ResponseMetadata")
+    assert isinstance(held, dict)
+    held.pop("ResponseMetadata")
+    assert held == got
+    assert isinstance(held["LastModificationDate"], datetime)
+
+
+def test_a_schedule_the_changes_cannot_place_is_read(watched_group: WatchedGroup) -> None:
+    # given a watcher that has listed its group, and a group of the same name in another Region
+    watcher, scheduler, group = watched_group.watcher, watched_group.scheduler, watched_group.group
+    watcher._round(0.0)
+    elsewhere = make_clients(watched_group.endpoint_url, "eu-west-1")
+    try:
+        elsewhere.scheduler.create_schedule_group(Name=group)
+        create(watched_group, "twice")
+        create(WatchedGroup(elsewhere, group, scheduler, watcher, watched_group.endpoint_url), "twice")
+        # when the watcher learns of the two, then it reads its own (moto's process could not tell
+        # which the stack's is)
+        watcher._round(0.0)
+    finally:
+        elsewhere.close()
+    assert scheduler.reads == ["twice"]
+    assert (group, "twice") in watcher._watched
 
 
 def test_after_a_change_it_cannot_name_the_watcher_lists_its_groups_again(watched_group: WatchedGroup) -> None:
