@@ -142,14 +142,17 @@ def node_types_once(nodes_to_be_processed: Callable[[Any], tuple[type, ...]]) ->
     return node_types
 
 
-_answers: dict[tuple[object, ...], bool] = {}
+# What each node type is, worked out once: a `Node`, one whose children hold clauses, and one each
+# walk processes (by the walk's node types).
+_nodes: dict[type, bool] = {}
+_clause_holders: dict[type, bool] = {}
+_processed: dict[tuple[type, tuple[type, ...]], bool] = {}
 
 
-def _is_subclass(kind: type, *of: type) -> bool:
-    """`issubclass(kind, of)`, worked out once per question."""
-    answer = _answers.get((kind, *of))
+def _is_node(kind: type) -> bool:
+    answer = _nodes.get(kind)
     if answer is None:
-        answer = _answers[(kind, *of)] = issubclass(kind, of)
+        answer = _nodes[kind] = issubclass(kind, Node)
     return answer
 
 
@@ -161,7 +164,11 @@ def find_clauses(self: Any, clause_types: list[type]) -> list[Any]:
         kind = type(child)
         if kind in clause_types:
             clauses.append(child)
-        elif _is_subclass(kind, Expression, UpdateExpressionFunction):
+            continue
+        holds = _clause_holders.get(kind)
+        if holds is None:
+            holds = _clause_holders[kind] = issubclass(kind, (Expression, UpdateExpressionFunction))
+        if holds:
             clauses.extend(child.find_clauses(clause_types))
     return clauses
 
@@ -169,16 +176,31 @@ def find_clauses(self: Any, clause_types: list[type]) -> list[Any]:
 def traverse_node_recursively(self: Any, node: Any, child_id: int = -1) -> Any:
     """moto's `DepthFirstTraverser.traverse_node_recursively` (children first, each after the
     walk's hook; then the node, if the walk processes its type, replaced in its parent by what the
-    walk makes of it), with each type's answers worked out once."""
-    if not _is_subclass(type(node), Node):
+    walk makes of it), with the walk's node types read once a walk and each type's answers worked
+    out once. (No walk of moto's has a traversal of its own, which this would pass over.)"""
+    return _walk(node, child_id, self.nodes_to_be_processed(), self.pre_processing_of_child, self.process)
+
+
+def _walk(
+    node: Any,
+    child_id: int,
+    node_types: tuple[type, ...],
+    before_child: Callable[[Any, int], None],
+    process: Callable[[Any], Any],
+) -> Any:
+    kind = type(node)
+    if not _is_node(kind):
         return node
     parent_node = node.parent
     if node.children is not None:
         for index, child in enumerate(node.children):
-            self.pre_processing_of_child(node, index)
-            self.traverse_node_recursively(child, index)
-    if _is_subclass(type(node), *self.nodes_to_be_processed()):
-        node = self.process(node)
+            before_child(node, index)
+            _walk(child, index, node_types, before_child, process)
+    processed = _processed.get((kind, node_types))
+    if processed is None:
+        processed = _processed[(kind, node_types)] = issubclass(kind, node_types)
+    if processed:
+        node = process(node)
         node.parent = parent_node
         if parent_node:
             parent_node.children[child_id] = node
