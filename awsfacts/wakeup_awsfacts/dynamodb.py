@@ -106,14 +106,30 @@ class Index:
                 return False
         return True
 
+    @functools.cached_property
+    def _projected(self) -> frozenset[str] | None:
+        """The attributes the index copies (None: all): known once, not at each entry."""
+        if self.projection == "ALL":
+            return None
+        included = self.included if self.projection == "INCLUDE" else ()
+        return frozenset((*self.keys, *TABLE_KEY, *included))
+
+    @functools.cached_property
+    def _compared(self) -> tuple[str, ...]:
+        """The attributes a `KEYS_ONLY` entry is made of: its keys and the table's."""
+        return (*self.keys, *TABLE_KEY)
+
     def entry(self, item: Mapping[str, Any]) -> dict[str, Any]:
         """The index's copy of `item`: its keys, the table's key, and the projected attributes."""
-        if self.projection == "ALL":
+        names = self._projected
+        if names is None:
             return {k: v for k, v in item.items() if v is not None}
-        names = set(self.keys) | set(TABLE_KEY) | (set(self.included) if self.projection == "INCLUDE" else set())
         return {k: v for k, v in item.items() if k in names and v is not None}
 
     def write_units(self, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> int:
+        if self.projection == "KEYS_ONLY" and old is not None and new is not None:
+            if not _differ(old, new, self._compared):
+                return 0  # its entry (its keys and the table's) is unchanged, or absent before and after
         before, after = self.holds(old), self.holds(new)
         if before and not after:
             assert old is not None
@@ -124,12 +140,18 @@ class Index:
         if not (before and after):
             return 0
         assert old is not None and new is not None
-        if any(old.get(key) != new.get(key) for key in self.keys):
+        if _differ(old, new, self.keys):
             return write_units(item_size(self.entry(old))) + write_units(item_size(self.entry(new)))
-        if self.projection == "KEYS_ONLY" and all(old.get(key) == new.get(key) for key in TABLE_KEY):
-            return 0  # its entry is its keys and the table's: unchanged
         old_entry, new_entry = self.entry(old), self.entry(new)
         return write_units(item_size(new_entry)) if old_entry != new_entry else 0
+
+
+def _differ(old: Mapping[str, Any], new: Mapping[str, Any], names: tuple[str, ...]) -> bool:
+    """Whether any of the attributes `names` has another value in `new` than in `old`."""
+    for name in names:
+        if old.get(name) != new.get(name):
+            return True
+    return False
 
 
 def indexes_of(template: Template, resolver: Resolver, table: str = "Table") -> list[Index]:

@@ -5,6 +5,7 @@ on virtual time, and returns what happened to every wake (`Outcome`).
 """
 
 import gc
+import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -96,31 +97,38 @@ class _Setting:
 def _lay_out(scenario: Scenario, deployment: Deployment, profile: Profile) -> _Setting:
     world = World(deployment, start=T0, seed=scenario.seed, warm=scenario.warm, profile=profile)
     wakes = world.instances(scenario.wakes)
-    rng = world.rng
-    lead = FAR_LEAD_S if scenario.path == "far" else NEAR_LEAD_S
-    # Every registration after the world's start: a burst's hosts over their whole span before it.
-    start_due = T0 + max(lead[1], scenario.registered_over_s or 0.0) + 60
-    registered_at: list[float] | None = None
-    if scenario.registering_within_s:
-        registered_at = [T0 + 60 + rng.random() * scenario.registering_within_s for _ in wakes]
-        dues = [when + lead[0] + rng.random() * (lead[1] - lead[0]) for when in registered_at]
-    elif scenario.rate_per_s:
-        span = scenario.wakes / scenario.rate_per_s
-        dues = [start_due + rng.random() * span for _ in wakes]
-    else:
-        dues = [start_due] * len(wakes)
+    dues, registered, start_due = _times(scenario, world.rng)
     healthy = {w.instance_id for w in wakes}
     down = int(scenario.down_fraction * len(wakes))
     for index, wake in enumerate(wakes[:down]):
         (world.hosts.down if index % 2 else world.hosts.hanging).add(wake.url)
         healthy.discard(wake.instance_id)
+    return _Setting(world, wakes, healthy, dues, registered, start_due)
+
+
+def _times(scenario: Scenario, rng: random.Random) -> tuple[list[float], list[float], float]:
+    """When each wake is due and when its host registers it, drawn from `rng` (a world's, after its
+    hosts); and when the first is due, at the earliest."""
+    lead = FAR_LEAD_S if scenario.path == "far" else NEAR_LEAD_S
+    # Every registration after the world's start: a burst's hosts over their whole span before it.
+    start_due = T0 + max(lead[1], scenario.registered_over_s or 0.0) + 60
+    hosts = range(scenario.wakes)
+    registered_at: list[float] | None = None
+    if scenario.registering_within_s:
+        registered_at = [T0 + 60 + rng.random() * scenario.registering_within_s for _ in hosts]
+        dues = [when + lead[0] + rng.random() * (lead[1] - lead[0]) for when in registered_at]
+    elif scenario.rate_per_s:
+        span = scenario.wakes / scenario.rate_per_s
+        dues = [start_due + rng.random() * span for _ in hosts]
+    else:
+        dues = [start_due] * len(hosts)
     if scenario.registered_over_s:
         registered_at = [due - rng.random() * scenario.registered_over_s for due in dues]
     registered = [
         registered_at[index] if registered_at else due - lead[0] - rng.random() * (lead[1] - lead[0])
         for index, due in enumerate(dues)
     ]
-    return _Setting(world, wakes, healthy, dues, registered, start_due)
+    return dues, registered, start_due
 
 
 def _planned(scenario: Scenario, deployment: Deployment, profile: Profile) -> tuple[Deployment, float]:
@@ -132,8 +140,11 @@ def _planned(scenario: Scenario, deployment: Deployment, profile: Profile) -> tu
     if not scenario.planner or scenario.rate_per_s and scenario.warm or scenario.registering_within_s:
         return deployment, 0.0
     with counted_logs():  # the planner's log lines are not the scenario's
-        setting = _lay_out(scenario, deployment, profile)
-        raised, epu_s = planned(deployment, list(zip(setting.registered, setting.dues, strict=True)), T0)
+        # The scenario's times as its run draws them (`_lay_out`), its hosts passed over.
+        world = World(deployment, start=T0, seed=scenario.seed, warm=scenario.warm, profile=profile)
+        world.pass_over_instances(scenario.wakes)
+        dues, registered, _ = _times(scenario, world.rng)
+        raised, epu_s = planned(deployment, list(zip(registered, dues, strict=True)), T0)
     if "minimum_pollers" in scenario.levers:
         # Its own pollers kept (a floor the planner keeps too, billed as the scenario's own); the
         # caller's memory is still the planner's.

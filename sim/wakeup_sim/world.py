@@ -217,6 +217,16 @@ class World:
             made.append(Wake(instance.id, url, token_hash))
         return made
 
+    def pass_over_instances(self, count: int) -> None:
+        """Draws from the world's random numbers what `instances(count)` draws, and makes nothing.
+
+        What is drawn after the hosts (the scenario's wake times) is then drawn as it would be
+        after them: the planner, which needs only the times, gets them without the hosts' items
+        (2% of a burst's CPU). tests/unit/test_simulation_planner.py holds the two draws alike."""
+        for _ in range(count):
+            self.rng.getrandbits(128)  # the token's, as `instances` draws it
+            self.rng.getrandbits(128)  # the instance's id, as `MemoryStore.register_instance` draws it
+
     # -- the functions --------------------------------------------------------------------------
 
     def _caller_handler(self, payload: Any) -> Any:

@@ -8,6 +8,7 @@ from wakeup_sim import report
 from wakeup_sim.deployment import from_template
 from wakeup_sim.planner import EPU_MINIMUM_S, billed_epu_s, planned, pollers_at, raised_for, settings_for
 from wakeup_sim.scenarios import SCENARIOS, Scenario, run
+from wakeup_sim.world import World
 
 BURST_AT = 1_800_000_660.0
 START = 1_800_000_000.0
@@ -136,3 +137,16 @@ def test_a_quiet_stacks_wakes_are_on_time_with_the_planner_and_seconds_late_with
     assert on.world.caller_function.cold_starts > len(on.wakes) / 3
     assert report.figures(on).p99_s < 1.5
     assert report.figures(off).p99_s > 4.0
+
+
+def test_the_planner_sees_the_wake_times_the_scenario_runs_with_its_hosts_passed_over() -> None:
+    # given two worlds of one seed: one makes its hosts, the other only passes over them (the planner's)
+    made = World(from_template(), start=START, seed=7)
+    made.instances(50)
+    passed = World(from_template(), start=START, seed=7)
+
+    # when the second passes over as many hosts
+    passed.pass_over_instances(50)
+
+    # then both draw the same numbers next: the wake times
+    assert made.rng.getstate() == passed.rng.getstate()

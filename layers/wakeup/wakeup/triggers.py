@@ -8,7 +8,7 @@ import json
 import math
 import threading
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import fields
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -41,8 +41,14 @@ class Armed(StrEnum):
 
 def message_body(trigger: Trigger) -> str:
     """A trigger as a message or a schedule carries it (its origin only when it has one)."""
-    fields = {key: value for key, value in asdict(trigger).items() if value is not None}
-    return json.dumps(fields)
+    # Its fields read one by one, not by `asdict`, which deep-copies each value (plain strings and
+    # numbers here) and took half the time of a wake's message (the simulator sends millions).
+    body: dict[str, Any] = {}
+    for field in fields(trigger):
+        value = getattr(trigger, field.name)
+        if value is not None:
+            body[field.name] = value
+    return json.dumps(body)
 
 
 def schedule_name(instance_id: str) -> str:
