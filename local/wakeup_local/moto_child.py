@@ -27,7 +27,7 @@ from wakeup_local import moto_fixes
 from wakeup_local.loopback_wsgi import LoopbackWsgiServer
 from wakeup_local.moto_process import LOOPBACK
 from wakeup_local.moto_shortcut import MotoShortcut
-from wakeup_local.request_counter import AmbiguousSchedule, RequestCounter
+from wakeup_local.request_counter import RequestCounter, UnplacedSchedule
 
 
 def serve(control: socket.socket, mapping_update_s: float) -> None:
@@ -44,19 +44,21 @@ def serve(control: socket.socket, mapping_update_s: float) -> None:
         pass
 
 
-def read_schedule(group: str, name: str) -> str | None:
-    """The schedule's `GetSchedule` reply body (moto's `get_schedule` answers `to_dict()` as JSON),
-    None when no backend holds it; AmbiguousSchedule when several accounts or Regions do."""
-    found = []
+def read_schedule(region: str, group: str, name: str) -> str | None:
+    """The schedule's `GetSchedule` reply body in `region` (moto's `get_schedule` answers its
+    `to_dict()` as JSON), None when it is gone; UnplacedSchedule when not one account alone has the
+    group there (which account a reader's requests reach is moto's to tell from their keys)."""
+    holding = []
     for regions in list(scheduler_backends.values()):
-        for backend in list(regions.values()):
-            try:
-                found.append(backend.get_schedule(group, name))
-            except (ScheduleNotFound, ScheduleGroupNotFound):
-                continue
-    if len(found) > 1:
-        raise AmbiguousSchedule(f"{group}/{name}")
-    return json.dumps(found[0].to_dict()) if found else None
+        backend = regions.get(region) if isinstance(regions, dict) else None
+        if backend is not None and group in backend.schedule_groups:
+            holding.append(backend)
+    if len(holding) != 1:
+        raise UnplacedSchedule(f"{region}/{group}/{name}")
+    try:
+        return json.dumps(holding[0].get_schedule(group, name).to_dict())
+    except (ScheduleNotFound, ScheduleGroupNotFound):
+        return None
 
 
 # The services the local stack calls, by the names moto's server gives their backends

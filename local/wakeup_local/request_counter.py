@@ -13,17 +13,18 @@ schedules again only when that count moved, instead of listing them all five tim
 for the count to differ from N: the Scheduler waits in one request instead of asking five times a
 second. With `seen` it also names the schedules changed since, `[[group, name], ...]`, when it knows
 each change since (a schedule created, updated or deleted, among the last `CHANGE_LOG_SIZE`), else
-null: the Scheduler then reads those schedules only, instead of listing them all. And it answers
-what each of those holds now, as moto's `GetSchedule` answers it (`read`: the reply's body, or null
-for one that is gone), when it can tell which moto backend holds it: the Scheduler then takes that
-instead of a `GetSchedule` of its own, a request that was two thirds of the stack's own CPU and a
-tenth of moto's for each far wake registered (py-spy).
+null: the Scheduler then reads those schedules only, instead of listing them all. With `region=R`
+it also answers what each of those holds now in that Region, as moto's `GetSchedule` answers it
+(`read`: the reply's body, or null for one that is gone), when one backend alone (one account) has
+its group there: the Scheduler then takes that instead of a `GetSchedule` of its own, a request that
+was two thirds of the stack's own CPU and a tenth of moto's for each far wake registered (py-spy).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import logging
 import re
 import threading
 import urllib.parse
@@ -31,6 +32,8 @@ import urllib.request
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
+
+log = logging.getLogger(__name__)
 
 COUNTS_PATH = "/_wakeup_local/requests"
 SCHEDULER_CHANGES_PATH = "/_wakeup_local/scheduler-changes"
@@ -73,13 +76,14 @@ class SchedulerChanges(NamedTuple):
     read: dict[ScheduleKey, str | None] | None = None
 
 
-class AmbiguousSchedule(LookupError):
-    """Raised by a schedule reader when more than one of moto's backends holds the schedule."""
+class UnplacedSchedule(LookupError):
+    """Raised by a schedule reader when it cannot tell which of moto's backends is the reader's: no
+    account, or several, has the schedule's group in the Region."""
 
 
-# Reads a schedule in moto's process: `GetSchedule`'s reply body, None when no backend holds it
-# (raises AmbiguousSchedule when several do).
-ReadSchedule = Callable[[str, str], str | None]
+# Reads a schedule in moto's process, by Region, group and name: `GetSchedule`'s reply body, None
+# when it is gone (raises UnplacedSchedule when it cannot tell whose it is).
+ReadSchedule = Callable[[str, str, str], str | None]
 
 
 def operation_of(environ: dict[str, Any]) -> str | None:
@@ -117,11 +121,16 @@ class RequestCounter:
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO")
         if path in (COUNTS_PATH, SCHEDULER_CHANGES_PATH):
+            query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
             with self._lock:
                 if path == SCHEDULER_CHANGES_PATH:
-                    answer: dict[str, Any] = self._changes_since(environ.get("QUERY_STRING", ""))
+                    answer: dict[str, Any] = self._changes_since(query)
                 else:
                     answer = dict(self._counts)
+            if answer.get("schedules") and "region" in query:
+                # Read once the lock is let go, which every request takes to be counted; a read
+                # newer than the count is one the next answer would give again.
+                answer["read"] = self._read(query["region"][0], answer["schedules"])
             body = json.dumps(answer).encode()
             start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
             return [body]
@@ -142,10 +151,9 @@ class RequestCounter:
                 self._changed.notify_all()
         return reply
 
-    def _changes_since(self, query: str) -> dict[str, Any]:
+    def _changes_since(self, asked: dict[str, list[str]]) -> dict[str, Any]:
         """The answer of the changes, the lock held: the count, and the schedules changed since the
         count `seen`, waiting while the count is `seen` for at most `wait` seconds."""
-        asked = urllib.parse.parse_qs(query)
         try:
             seen = int(asked["seen"][0])
             wait_s = min(float(asked.get("wait", ["0"])[0]), MAX_CHANGES_WAIT_S)
@@ -156,18 +164,20 @@ class RequestCounter:
         log = self._changed_schedules
         logged = list(log)[len(log) - since :] if 0 <= since <= len(log) else [None]
         schedules = None if None in logged else list(dict.fromkeys(key for key in logged if key is not None))
-        return {"changes": self._scheduler_changes, "schedules": schedules, "read": self._read(schedules or [])}
+        return {"changes": self._scheduler_changes, "schedules": schedules}
 
-    def _read(self, schedules: list[ScheduleKey]) -> list[list[str | None]]:
-        """`[group, name, body or None]` for each schedule whose backend is known."""
+    def _read(self, region: str, schedules: list[ScheduleKey]) -> list[list[str | None]]:
+        """`[group, name, body or None]` for each schedule whose backend in `region` is known."""
         read: list[list[str | None]] = []
         if self._read_schedule is None:
             return read
         for group, name in schedules:
             try:
-                read.append([group, name, self._read_schedule(group, name)])
-            except AmbiguousSchedule:
+                read.append([group, name, self._read_schedule(region, group, name)])
+            except UnplacedSchedule:
                 continue
+            except Exception:  # one moto could not read is left for the reader to read
+                log.exception("reading the schedule %s/%s for the changes failed", group, name)
         return read
 
 
@@ -202,13 +212,17 @@ def scheduler_changes(endpoint_url: str, seen: int | None = None, wait_s: float 
     return changes.total if changes is not None else None
 
 
-def scheduler_changes_since(endpoint_url: str, seen: int | None, wait_s: float = 0.0) -> SchedulerChanges | None:
+def scheduler_changes_since(
+    endpoint_url: str, seen: int | None, wait_s: float = 0.0, *, region: str | None = None
+) -> SchedulerChanges | None:
     """The changes moto's process has counted to the schedules (`RequestCounter`), and which
-    schedules changed since the count `seen`, waiting up to `wait_s` for a count other than it;
-    None when it cannot tell (a moto without this layer, or none answering)."""
+    schedules changed since the count `seen`, waiting up to `wait_s` for a count other than it
+    (with `region`, what those hold there, as far as moto's process can tell); None when it cannot
+    tell (a moto without this layer, or none answering)."""
     url = endpoint_url + SCHEDULER_CHANGES_PATH
     if seen is not None:
-        url += "?" + urllib.parse.urlencode({"seen": seen, "wait": max(0.0, wait_s)})
+        asked: dict[str, Any] = {"seen": seen, "wait": max(0.0, wait_s)}
+        url += "?" + urllib.parse.urlencode(asked | ({"region": region} if region else {}))
     try:
         with urllib.request.urlopen(url, timeout=CHANGES_TIMEOUT_S + wait_s) as reply:
             answer = json.load(reply)
@@ -219,5 +233,8 @@ def scheduler_changes_since(endpoint_url: str, seen: int | None, wait_s: float =
         return None
     if not isinstance(listed, list) or seen is None:
         return SchedulerChanges(count, None)
-    read = {(str(group), str(name)): body for group, name, body in answer.get("read") or []}
+    try:
+        read = {(str(group), str(name)): body for group, name, body in answer.get("read") or []}
+    except (TypeError, ValueError):  # an answer this code does not know: the reader reads them
+        read = {}
     return SchedulerChanges(count, [(str(group), str(name)) for group, name in listed], read)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from botocore.exceptions import BotoCoreError, ClientError
-from botocore.parsers import create_parser
+from botocore.parsers import ResponseParserError, create_parser
 
 from wakeup_awsfacts.quotas import SCHEDULER_WINDOW_S
 from wakeup_awsfacts.template import Resolver, Template
@@ -230,9 +230,10 @@ class ScheduleWatcher:
                 complete = self._read(key, self._as_got(read[key]) if key in read else None) and complete
         return complete
 
-    def _as_got(self, body: str | None) -> GetScheduleOutputTypeDef | _Missing:
+    def _as_got(self, body: str | None) -> GetScheduleOutputTypeDef | _Missing | None:
         """A `GetSchedule` reply's body (None: the schedule is gone) as the client's `get_schedule`
-        gives it, parsed by botocore's own parser for the operation."""
+        gives it, parsed by botocore's own parser for the operation; None when it cannot be parsed
+        (the schedule is then read)."""
         if body is None:
             return _Missing.GONE
         if self._get_schedule_parser is None:
@@ -240,8 +241,16 @@ class ScheduleWatcher:
             shape = model.operation_model("GetSchedule").output_shape
             assert shape is not None  # GetSchedule answers a structure
             self._get_schedule_parser = functools.partial(create_parser(model.protocol).parse, shape=shape)
-        reply = {"body": body.encode(), "headers": {}, "status_code": 200}
-        return self._get_schedule_parser(reply)  # type: ignore[no-any-return]
+        reply = {"body": str(body).encode(), "headers": {}, "status_code": 200}
+        try:
+            got = self._get_schedule_parser(reply)
+        except (ResponseParserError, ValueError, TypeError, AttributeError):
+            got = None
+        # botocore's parser gives an unreadable body as an empty reply, not an error
+        if not isinstance(got, dict) or not got.get("Name"):
+            log.warning("the changes' answer held a schedule that cannot be read; it is read again")
+            return None
+        return got  # type: ignore[return-value]
 
     def _read(self, key: ScheduleKey, detail: GetScheduleOutputTypeDef | _Missing | None = None) -> bool:
         """Reads one schedule again (unless given what it holds): plans it, or forgets it when it is

@@ -281,7 +281,7 @@ class LocalStack:
             self._async.invoke,
             exact=_truthy(settings_env.get(EXACT_SCHEDULES_ENV)),
             rng=self._rng,
-            changes=functools.partial(scheduler_changes_since, self.endpoint_url),
+            changes=functools.partial(scheduler_changes_since, self.endpoint_url, region=self.region),
         )
         sweep = settings_env.get(SWEEP_PERIOD_ENV)
         self._recurring = RecurringRunner(

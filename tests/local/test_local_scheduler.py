@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import boto3
 import pytest
 from botocore.exceptions import ClientError
 from localstack_helpers import (
@@ -345,7 +346,7 @@ def watched_group() -> Iterator[WatchedGroup]:
         group = f"g-{uuid.uuid4().hex[:8]}"
         clients.scheduler.create_schedule_group(Name=group)
         scheduler = _ListingCounted(clients.scheduler)
-        changes = functools.partial(scheduler_changes_since, moto.endpoint_url)
+        changes = functools.partial(scheduler_changes_since, moto.endpoint_url, region="us-east-1")
         watcher = ScheduleWatcher(scheduler, [group], Functions([]), lambda function, event: None, changes=changes)
         yield WatchedGroup(clients, group, scheduler, watcher, moto.endpoint_url)
     finally:
@@ -425,7 +426,7 @@ def test_what_the_changes_answer_holds_of_a_schedule_is_what_the_client_reads(wa
     watcher._round(0.0)
     create(watched_group, "s")
     # when the changes are read, then what they hold of it is GetSchedule's answer, parsed alike
-    changes = scheduler_changes_since(watched_group.endpoint_url, watcher._seen_changes)
+    changes = scheduler_changes_since(watched_group.endpoint_url, watcher._seen_changes, region="us-east-1")
     assert changes is not None and changes.read is not None
     held = watcher._as_got(changes.read[(group, "s")])
     got = watched_group.clients.scheduler.get_schedule(GroupName=group, Name="s")
@@ -436,22 +437,57 @@ def test_what_the_changes_answer_holds_of_a_schedule_is_what_the_client_reads(wa
     assert isinstance(held["LastModificationDate"], datetime)
 
 
-def test_a_schedule_the_changes_cannot_place_is_read(watched_group: WatchedGroup) -> None:
-    # given a watcher that has listed its group, and a group of the same name in another Region
+def test_a_schedule_of_another_region_s_group_of_the_same_name_is_not_the_watcher_s(
+    watched_group: WatchedGroup,
+) -> None:
+    # given a watcher in us-east-1 that has listed its group, and a group of the same name in eu-west-1
     watcher, scheduler, group = watched_group.watcher, watched_group.scheduler, watched_group.group
     watcher._round(0.0)
     elsewhere = make_clients(watched_group.endpoint_url, "eu-west-1")
     try:
         elsewhere.scheduler.create_schedule_group(Name=group)
-        create(watched_group, "twice")
-        create(WatchedGroup(elsewhere, group, scheduler, watcher, watched_group.endpoint_url), "twice")
-        # when the watcher learns of the two, then it reads its own (moto's process could not tell
-        # which the stack's is)
+        there = WatchedGroup(elsewhere, group, scheduler, watcher, watched_group.endpoint_url)
+        # when a schedule is created there only, then the watcher does not plan it
+        create(there, "there")
         watcher._round(0.0)
+        assert (group, "there") not in watcher._watched
+        # and when one held in both is deleted in the watcher's Region, it watches it no more
+        create(watched_group, "both")
+        create(there, "both")
+        watcher._round(0.0)
+        assert (group, "both") in watcher._watched
+        watched_group.clients.scheduler.delete_schedule(GroupName=group, Name="both")
+        watcher._round(0.0)
+        assert (group, "both") not in watcher._watched
     finally:
         elsewhere.close()
-    assert scheduler.reads == ["twice"]
-    assert (group, "twice") in watcher._watched
+    # (all from the changes' answers: the watcher read none itself)
+    assert scheduler.reads == []
+
+
+def test_a_schedule_whose_group_two_accounts_have_in_the_region_is_read(watched_group: WatchedGroup) -> None:
+    # given a watcher that has listed its group, and another account with a group of that name
+    watcher, scheduler, group = watched_group.watcher, watched_group.scheduler, watched_group.group
+    watcher._round(0.0)
+    other = boto3.client("scheduler", endpoint_url=watched_group.endpoint_url, region_name="us-east-1")
+    other.meta.events.register(
+        "before-sign.scheduler.*", lambda request, **_: request.headers.add_header("x-moto-account-id", "111111111111")
+    )
+    other.create_schedule_group(Name=group)
+    # when a schedule is created in the watcher's group
+    create(watched_group, "mine")
+    watcher._round(0.0)
+    # then moto's process cannot tell whose group the watcher's is, and the watcher reads it
+    assert scheduler.reads == ["mine"]
+    assert (group, "mine") in watcher._watched
+
+
+def test_a_read_the_watcher_cannot_parse_is_read_again(watched_group: WatchedGroup) -> None:
+    watcher, scheduler, group = watched_group.watcher, watched_group.scheduler, watched_group.group
+    create(watched_group, "s")
+    assert watcher._as_got("{not json") is None
+    assert watcher._read((group, "s"), watcher._as_got("{not json"))
+    assert scheduler.reads == ["s"]
 
 
 def test_after_a_change_it_cannot_name_the_watcher_lists_its_groups_again(watched_group: WatchedGroup) -> None:
