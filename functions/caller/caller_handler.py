@@ -45,7 +45,8 @@ def _trigger_in(body: str, message_id: str) -> Trigger:
 
 
 def _deliver_batch(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    # Made here, in one thread: boto3 makes clients unsafely from several threads at once.
+    # Made here, in one thread, with the store's and the keys' clients (the triggers make theirs on
+    # first use, one at a time: wakeup.aws).
     caller = _caller()
     # A thread for every record: a host that hangs until its timeout must not hold back the
     # others (asyncio's default pool has only a few threads).

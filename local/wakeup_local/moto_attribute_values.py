@@ -52,15 +52,16 @@ def plain_map(values: Any) -> dict[str, Any] | None:
     copied = {}
     for name, value in values.items():
         plain = plain_copy(value)
-        if type(name) is not str or plain is None:
+        # An empty name moto's walk merges into the map around it (its serializer's empty key).
+        if type(name) is not str or not name or plain is None:
             return None
         copied[name] = plain
     return copied
 
 
 def _mine(serializer: Serializer) -> bool:
-    # DynamoDB's replies only, and none that a response transformer could change (moto's EC2 and
-    # ECS register some, for every service, in a class attribute they share).
+    # DynamoDB's replies only, and none that a response transformer could change (the handler
+    # class's `RESPONSE_KEY_PATH_TO_TRANSFORMER`, empty for DynamoDB's today).
     return serializer.service_model.service_name == _SERVICE and not getattr(
         serializer._value_picker, "response_transformers", None
     )

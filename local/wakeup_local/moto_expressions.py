@@ -6,15 +6,17 @@ Conditions:
   request, compiling its six patterns for each token: 8% of moto's CPU under a burst of
   registrations. The tokens depend on the expression's text alone, and moto's later steps build
   new nodes from them rather than change them, so each text is lexed once (up to 1,024 texts).
-- moto parses a write's condition twice (its handler, for the names and values it uses; its
-  backend, to check it), with the same text, names and values. The second parse in a thread takes
-  the first's tree when those are the same: nothing changes a condition's tree once made (its
-  nodes only read the item).
+- moto parses a write's condition twice in one request (its handler, for the names and values it
+  uses; its backend, to check it), with the same text and the very same names and values objects.
+  The second parse in the thread takes the first's tree when all three are the same. Only within
+  the request: the tree holds the request's values, which the write may then store in an item,
+  and a later write change in place.
 
-Update expressions: moto parses an `UpdateItem`'s `UpdateExpression` twice per request (its handler, for the names and
-values it uses; its backend, to apply it), and its validator deep-copies the parsed tree before
-changing it: with the tree's walks, a fifth of moto's CPU for a delivered wake, whose two writes
-each set a dozen attributes (cProfile, moto in-process). Each step cost about 0.4 ms here.
+Update expressions: moto parses an `UpdateItem`'s `UpdateExpression` twice per request (its
+handler, for the names and values it uses; its backend, to apply it), and its validator deep-copies
+the parsed tree before changing it: with the tree's walks, a fifth of moto's CPU for a delivered
+wake, whose two writes each set a dozen attributes (cProfile, moto in-process). Each step cost
+about 0.4 ms here.
 
 - A text's tree depends on the text alone: it is parsed once (a text moto refuses raises each
   time, as moto's does) and kept pickled, and each caller gets a new tree of its own from it, so
@@ -67,32 +69,30 @@ def lexing_each_text_once(lex: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lexed
 
 
-# The last condition each thread parsed: what it was parsed from, its tree, and the names and values
-# it found.
+# The last condition each thread parsed: its text, the very names and values it was parsed with, its
+# tree, and the names and values it found.
 _last_condition = threading.local()
 
 
 def parsing_each_condition_once(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """moto's `ConditionExpressionParser.parse`, whose tree a second parse of the same condition in
-    the thread takes (names and values compared as text: any change makes a new parse)."""
+    """moto's `ConditionExpressionParser.parse`, whose tree a second parse in the thread takes when
+    it is of the same text with the very same names and values (the objects, not equal ones): moto's
+    backend parsing what its handler parsed in the same request."""
 
     @functools.wraps(parse)
     def parsed(self: Any) -> Any:
-        source = (
-            self.condition_expression,
-            repr(self.expression_attribute_names),
-            repr(self.expression_attribute_values),
-        )
+        names, values = self.expression_attribute_names, self.expression_attribute_values
         last = getattr(_last_condition, "parsed", None)
-        if last is not None and last[0] == source:
-            _, tree, names, values = last
+        if last is not None and last[0] == self.condition_expression and last[1] is names and last[2] is values:
+            found_names, found_values, tree = last[3:]
         else:
             tree = parse(self)  # a condition moto refuses raises, each time, as moto's does
-            names, values = list(self.expr_attr_names_found), list(self.expr_attr_values_found)
-            _last_condition.parsed = (source, tree, names, values)
+            found_names, found_values = list(self.expr_attr_names_found), list(self.expr_attr_values_found)
+            # The objects are kept with it, so no later request's can take their place in memory.
+            _last_condition.parsed = (self.condition_expression, names, values, found_names, found_values, tree)
             return tree
-        self.expr_attr_names_found.extend(names)
-        self.expr_attr_values_found.extend(values)
+        self.expr_attr_names_found.extend(found_names)
+        self.expr_attr_values_found.extend(found_values)
         return tree
 
     return parsed

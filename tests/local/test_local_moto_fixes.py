@@ -412,7 +412,7 @@ def test_a_condition_s_text_is_lexed_once_and_its_tokens_are_moto_s_own(monkeypa
     assert lexed == [text]
 
 
-def test_a_condition_parsed_again_in_a_thread_with_the_same_names_and_values_is_not_parsed_twice(
+def test_a_condition_parsed_again_in_a_thread_with_the_very_same_names_and_values_is_not_parsed_twice(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     parsed: list[str] = []
@@ -428,27 +428,65 @@ def test_a_condition_parsed_again_in_a_thread_with_the_same_names_and_values_is_
     # given a condition parsed, as moto's handler parses it before its backend does
     first_parser = ConditionExpressionParser(text, names, values)
     first = once(first_parser)
-    # when the same condition is parsed again in the thread, then its tree and what it found are the first's
-    again = ConditionExpressionParser(text, dict(names), {":max": {"N": "1"}})
+    # when it is parsed again in the thread with the very same names and values, then its tree and
+    # what it found are the first's
+    again = ConditionExpressionParser(text, names, values)
     assert once(again) is first
     found = (first_parser.expr_attr_names_found, first_parser.expr_attr_values_found)
     assert (again.expr_attr_names_found, again.expr_attr_values_found) == found
     assert ":max" in found[1]
     assert parsed == [text]
-    # and other values, or another thread, parse it anew
-    once(ConditionExpressionParser(text, names, {":max": {"N": "2"}}))
+    # and equal names and values of another request, or another thread, parse it anew
+    once(ConditionExpressionParser(text, dict(names), {":max": {"N": "1"}}))
     with ThreadPoolExecutor(1) as other:
-        other.submit(once, ConditionExpressionParser(text, names, {":max": {"N": "2"}})).result()
+        other.submit(once, ConditionExpressionParser(text, names, values)).result()
     assert parsed == [text] * 3
 
 
-def test_a_refused_condition_is_refused_each_time(monkeypatch: pytest.MonkeyPatch) -> None:
+def _writes_after_a_set_changed_in_place(endpoint_url: str) -> list[str]:
+    """A write whose condition names a set it stores; another, from another client (another of
+    moto's threads), that adds to the stored set (moto changes the stored list in place); then the
+    first again, from the first client: each outcome."""
+    guarding, adding = (boto3.client("dynamodb", endpoint_url=endpoint_url, region_name="us-east-1") for _ in "ab")
+    table = _table(guarding)
+    guarding.put_item(TableName=table, Item={"pk": {"S": "a"}, "s": {"SS": ["a", "b"]}})
+    guarded = {
+        "TableName": table,
+        "Key": {"pk": {"S": "a"}},
+        "UpdateExpression": "SET s = :ss",
+        "ConditionExpression": "s = :ss",
+        "ExpressionAttributeValues": {":ss": {"SS": ["a", "b"]}},
+    }
+    added = {**guarded, "UpdateExpression": "ADD s :x", "ExpressionAttributeValues": {":x": {"SS": ["x"]}}}
+    del added["ConditionExpression"]
+    outcomes = []
+    for client, update in ((guarding, guarded), (adding, added), (guarding, guarded)):
+        try:
+            client.update_item(**update)
+            outcomes.append("OK")
+        except ClientError as error:
+            outcomes.append(error.response["Error"]["Code"])
+    return outcomes
+
+
+def test_a_condition_is_parsed_anew_for_each_request_as_moto_parses_it(plain_moto: str, fixed_moto: str) -> None:
+    outcomes = _writes_after_a_set_changed_in_place(fixed_moto)
+    assert (
+        outcomes == _writes_after_a_set_changed_in_place(plain_moto) == ["OK", "OK", "ConditionalCheckFailedException"]
+    )
+
+
+def test_a_refused_condition_is_refused_each_time_as_moto_refuses_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(moto_expressions, "_last_condition", threading.local())
     once = moto_expressions.parsing_each_condition_once(PARSE_CONDITION)
+    names: dict[str, str] = {}
+    values = {":five": {"N": "5"}}
+    with pytest.raises(Exception) as moto_s:
+        PARSE_CONDITION(ConditionExpressionParser("n = :five AND", names, values))
     for _ in range(2):
-        with pytest.raises(Exception) as refused:
-            once(ConditionExpressionParser("n = :five AND", {}, {":five": {"N": "5"}}))
-        assert "Invalid" in str(refused.value) or "Unexpected" in str(refused.value) or "Bad" in str(refused.value)
+        with pytest.raises(type(moto_s.value)) as refused:
+            once(ConditionExpressionParser("n = :five AND", names, values))
+        assert str(refused.value) == str(moto_s.value)
 
 
 # Update expressions of each kind moto parses and validates, and some it refuses: each runs on an
@@ -561,7 +599,8 @@ def _nodes(node: Any) -> list[Any]:
     return [node, *(found for child in node.children or [] for found in _nodes(child))]
 
 
-def test_a_walk_s_node_types_are_moto_s_own_and_asked_once_per_class() -> None:
+def test_a_walk_s_node_types_are_moto_s_own_and_asked_once_per_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(moto_expressions, "_node_types", {})
     asked: list[type] = []
 
     def counting(self: Any) -> tuple[type, ...]:
@@ -592,7 +631,7 @@ ACTIONS = [
 
 
 @pytest.mark.parametrize("update", [text for text in UPDATES if text != "SET"])
-def test_clauses_are_found_as_moto_finds_them(update: str) -> None:
+def test_clauses_are_found_as_moto_finds_them(update: str, monkeypatch: pytest.MonkeyPatch) -> None:
     tree = PARSE_UPDATE(update)
     kinds = [
         [UpdateExpressionSetClause],
@@ -601,10 +640,12 @@ def test_clauses_are_found_as_moto_finds_them(update: str) -> None:
         [ExpressionAttributeValue],
         ACTIONS,
     ]
-    for clause_types in kinds:
-        found = moto_expressions.find_clauses(tree, clause_types)
-        assert [id(node) for node in found] == [id(node) for node in FIND_CLAUSES(tree, clause_types)]
-    assert moto_expressions.find_clauses(tree, ACTIONS)  # every update has an action
+    # given what moto's own search finds, then the local stack's finds the same nodes in order,
+    # its recursion through the tree's nodes its own too
+    expected = [[id(node) for node in FIND_CLAUSES(tree, clause_types)] for clause_types in kinds]
+    monkeypatch.setattr(Node, "find_clauses", moto_expressions.find_clauses)
+    assert [[id(node) for node in tree.find_clauses(clause_types)] for clause_types in kinds] == expected
+    assert tree.find_clauses(ACTIONS)  # every update has an action
 
 
 def test_every_fix_applies_to_this_moto_without_a_warning() -> None:

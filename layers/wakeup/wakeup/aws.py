@@ -1,5 +1,6 @@
 """boto3 clients as every module makes them, and the code of an AWS error."""
 
+import threading
 from typing import Any
 
 import boto3
@@ -14,9 +15,15 @@ CLIENT_CONFIG = Config(
 )
 
 
+# boto3 makes clients from one default session, unsafely from several threads at once; clients made
+# on first use (wakeup.triggers) may be made in a caller's delivery threads.
+_making = threading.Lock()
+
+
 def client(service: str) -> Any:
     """A client for `service` (the endpoint from `AWS_ENDPOINT_URL` when set, as boto3 does)."""
-    return boto3.client(service, config=CLIENT_CONFIG)  # type: ignore[call-overload]
+    with _making:
+        return boto3.client(service, config=CLIENT_CONFIG)  # type: ignore[call-overload]
 
 
 def error_code(exc: ClientError) -> str:

@@ -61,8 +61,8 @@ class Triggers:
 
     Made when first needed, not with the triggers: most requests and invocations need one of the
     two or neither (an instance's registration, a near wake's, a delivered wake), and a client takes
-    8 ms of a cold start's CPU, the first of a service's more. Under a lock: a caller's threads may
-    all need one at once, and boto3 makes clients unsafely from several threads.
+    8 ms of a cold start's CPU, the first of a service's more. Made once: a caller's threads may all
+    need one at once (`aws.client` makes one at a time, as boto3 needs).
     """
 
     def __init__(
