@@ -1,5 +1,5 @@
-"""DynamoDB's and SQS's requests straight to moto's handlers, past the Flask app moto's server puts
-in front of each service.
+"""DynamoDB's, SQS's and EventBridge Scheduler's requests straight to moto's handlers, past the
+Flask app moto's server puts in front of each service.
 
 moto's server finds a request's service under a lock that every request shares
 (`DomainDispatcherApplication`), then runs it through a Flask app (request context, URL routing,
@@ -9,11 +9,17 @@ protocol: the operation is in `X-Amz-Target` and every request goes to `/`, so t
 is known from the target alone. The handler is called as moto's Flask view calls it
 (`moto.core.utils.convert_to_flask_response`): same request type, URL and headers, same reply;
 every other request goes through moto's server as before.
+
+EventBridge Scheduler's is a REST API, which every far wake's registration calls: a request is
+its handler's when it is signed for the service and its path is one of those moto's Scheduler app
+routes to it (`moto.scheduler.urls`, read from moto), which the handler then dispatches as moto's
+app would.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,6 +27,8 @@ from botocore.exceptions import ClientError
 from moto.core.request import Request
 from moto.dynamodb.responses import DynamoHandler
 from moto.moto_api import recorder
+from moto.scheduler import urls as scheduler_urls
+from moto.scheduler.responses import EventBridgeSchedulerResponse
 from moto.settings import DISABLE_GLOBAL_CORS
 from moto.sqs.responses import SQSResponse
 from werkzeug.exceptions import InternalServerError
@@ -31,6 +39,12 @@ log = logging.getLogger(__name__)
 
 # The target's prefix (the service's JSON API and version) → moto's handler of it.
 HANDLERS: dict[str, Any] = {"DynamoDB_20120810": DynamoHandler, "AmazonSQS": SQSResponse}
+# A REST service's name in the request's signature → moto's handler of it and the paths moto's app
+# routes to it.
+_SIGNED_FOR = re.compile(r"Credential=[^/]+/[^/]+/[^/]+/([^/]+)/aws4_request")
+REST_HANDLERS: dict[str, tuple[Any, list[re.Pattern[str]]]] = {
+    "scheduler": (EventBridgeSchedulerResponse, [re.compile(path.format("")) for path in scheduler_urls.url_paths]),
+}
 _DEFAULT_CONTENT_TYPE = "text/html; charset=utf-8"  # what Flask's Response gives a reply without one
 
 
@@ -48,8 +62,8 @@ class MotoShortcut:
         self._app = app
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        handler = HANDLERS.get(environ.get("HTTP_X_AMZ_TARGET", "").partition(".")[0])
-        if handler is None or environ.get("PATH_INFO") != "/" or "HTTP_AUTHORIZATION" not in environ:
+        handler = _handler_of(environ)
+        if handler is None:
             return self._app(environ, start_response)
         request = _ServerRequest(environ)
         recorder._record_request(request)
@@ -58,7 +72,7 @@ class MotoShortcut:
         except ClientError as error:
             result = 400, {}, error.response["Error"]["Message"]
         except Exception:  # as moto's Flask app answers a handler that raised: logged, and a 500
-            log.exception("%s failed", environ["HTTP_X_AMZ_TARGET"])
+            log.exception("%s failed", environ.get("HTTP_X_AMZ_TARGET") or f"{request.method} {request.path}")
             return InternalServerError()(environ, start_response)
         status, headers, content = result if len(result) == 3 else (200, {}, result)
         body = content.encode() if isinstance(content, str) else bytes(content or b"")
@@ -71,3 +85,20 @@ class MotoShortcut:
             reply_headers.append(("Access-Control-Allow-Origin", "*"))
         start_response(status_line(int(status)), reply_headers)
         return [body]
+
+
+def _handler_of(environ: dict[str, Any]) -> Any:
+    """moto's handler of a signed request to one of the services above, None for any other."""
+    authorization = environ.get("HTTP_AUTHORIZATION")
+    if authorization is None:
+        return None
+    target = environ.get("HTTP_X_AMZ_TARGET")
+    if target:
+        return HANDLERS.get(target.partition(".")[0]) if environ.get("PATH_INFO") == "/" else None
+    signed = _SIGNED_FOR.search(authorization)
+    rest = REST_HANDLERS.get(signed.group(1)) if signed else None
+    if rest is None:
+        return None
+    handler, paths = rest
+    path = environ.get("PATH_INFO", "")
+    return handler if any(pattern.match(path) for pattern in paths) else None

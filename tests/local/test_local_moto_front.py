@@ -21,9 +21,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from moto.scheduler import urls as scheduler_urls
+from moto.scheduler.responses import EventBridgeSchedulerResponse
 
 from wakeup_local.loopback_wsgi import LoopbackWsgiServer
-from wakeup_local.moto_shortcut import HANDLERS, MotoShortcut
+from wakeup_local.moto_shortcut import HANDLERS, REST_HANDLERS, MotoShortcut
 
 REGION = "us-east-1"
 # Request ids and times differ from one answer to the next, whoever serves them.
@@ -50,14 +52,16 @@ def _host_and_port(url: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _send(address: str, target: str, body: bytes, *, method: str = "POST", path: str = "/") -> Reply:
+def _send(
+    address: str, target: str, body: bytes, *, method: str = "POST", path: str = "/", service: str | None = None
+) -> Reply:
     connection = http.client.HTTPConnection(*_host_and_port(address), timeout=30)
-    service = "dynamodb" if target.startswith("DynamoDB") else "sqs"
-    headers = {
-        "X-Amz-Target": target,
-        "Content-Type": "application/x-amz-json-1.0",
-        "Authorization": AUTHORIZATION.format(service=service),
-    }
+    service = service or ("dynamodb" if target.startswith("DynamoDB") else "sqs")
+    headers = {"Authorization": AUTHORIZATION.format(service=service)}
+    if target:  # a JSON protocol's; a REST one's is in its method and path
+        headers |= {"X-Amz-Target": target, "Content-Type": "application/x-amz-json-1.0"}
+    else:
+        headers["Content-Type"] = "application/json"
     try:
         connection.request(method, path, body=body, headers=headers)
         reply = connection.getresponse()
@@ -92,8 +96,85 @@ JSON_BODIES = st.dictionaries(
 ).map(lambda body: json.dumps(body).encode())
 
 
-def test_the_shortcut_covers_the_json_services_the_handlers_call() -> None:
+def test_the_shortcut_covers_the_services_the_handlers_call() -> None:
     assert set(HANDLERS) == {"DynamoDB_20120810", "AmazonSQS"}
+    assert set(REST_HANDLERS) == {"scheduler"}
+    # the Scheduler's paths are those moto's app routes to its handler
+    assert {route.__func__ for route in scheduler_urls.url_paths.values()} == {
+        EventBridgeSchedulerResponse.dispatch.__func__
+    }
+
+
+def _schedule_calls(address: str, group: str) -> list[tuple[int, dict[str, str], Any]]:
+    """The Scheduler requests a far wake makes and the stack's Scheduler reads, and some refused,
+    each reply comparable (the group's name taken out)."""
+    target = {"Arn": "arn:aws:lambda:us-east-1:123456789012:function:f", "RoleArn": "arn:aws:iam::1:role/r"}
+    schedule = {
+        "GroupName": group,
+        "ScheduleExpression": "at(2099-01-01T00:00:00)",
+        "FlexibleTimeWindow": {"Mode": "OFF"},
+        "Target": target,
+        "ActionAfterCompletion": "DELETE",
+    }
+    calls = [
+        ("POST", f"/schedule-groups/{group}", {}),
+        ("POST", "/schedules/s", schedule),
+        ("POST", "/schedules/s", schedule),  # refused: it exists (moto answers 400)
+        ("GET", f"/schedules/s?groupName={group}", None),
+        ("PUT", "/schedules/s", {**schedule, "ScheduleExpression": "at(2099-01-02T00:00:00)"}),
+        ("GET", f"/schedules?GroupName={group}", None),
+        ("GET", f"/schedules/missing?groupName={group}", None),  # 404
+        ("DELETE", f"/schedules/s?groupName={group}", None),
+        ("DELETE", f"/schedules/s?groupName={group}", None),  # 404: gone
+        ("DELETE", f"/schedule-groups/{group}", None),
+    ]
+    replies = []
+    for method, path, body in calls:
+        encoded = b"" if body is None else json.dumps(body).encode()
+        reply = _send(address, "", encoded, method=method, path=path, service="scheduler")
+        status, headers, parsed = _comparable(reply)
+        replies.append((status, headers, json.loads(json.dumps(_timeless(parsed)).replace(group, "GROUP"))))
+    return replies
+
+
+def _timeless(value: Any) -> Any:
+    """A reply without its schedules' creation and modification times (each schedule's own)."""
+    if isinstance(value, dict):
+        return {
+            key: _timeless(item) for key, item in value.items() if key not in ("CreationDate", "LastModificationDate")
+        }
+    if isinstance(value, list):
+        return [_timeless(item) for item in value]
+    return value
+
+
+def test_the_schedulers_requests_get_the_answers_moto_s_own_server_gives(plain_moto: str, front: str) -> None:
+    through_front = _schedule_calls(front, f"g-{uuid.uuid4().hex[:8]}")
+    assert through_front == _schedule_calls(plain_moto, f"g-{uuid.uuid4().hex[:8]}")
+    assert [status for status, _, _ in through_front] == [200, 200, 400, 200, 200, 200, 404, 200, 404, 200]
+
+
+def test_the_schedulers_requests_go_past_moto_s_app() -> None:
+    through_app: list[str] = []
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        through_app.append(environ["PATH_INFO"])
+        start_response("200 OK", [])
+        return [b""]
+
+    server = LoopbackWsgiServer("127.0.0.1", 0, MotoShortcut(app))
+    server.serve_in_thread("front-alone")
+    try:
+        address = f"http://127.0.0.1:{server.port}"
+        status, _, _ = _send(address, "", b"", method="GET", path="/schedule-groups/none", service="scheduler")
+        assert status == 404  # moto's handler's answer
+        _send(address, "", b"", method="GET", path="/other", service="scheduler")
+        _send(address, "", b"", method="GET", path="/schedule-groups/none", service="events")
+    finally:
+        server.shutdown()
+        server.server_close()
+    # a path moto does not route to the Scheduler, and another service's request, went to the app
+    assert through_app == ["/other", "/schedule-groups/none"]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -131,10 +212,10 @@ def test_a_table_s_items_read_through_either_front_are_the_same(plain_moto: str,
 
 
 def test_every_other_request_still_goes_through_moto_s_server(front: str) -> None:
-    scheduler = boto3.client("scheduler", endpoint_url=front, region_name=REGION)
-    group = f"g-{uuid.uuid4().hex[:8]}"
-    scheduler.create_schedule_group(Name=group)
-    assert scheduler.get_schedule_group(Name=group)["Name"] == group
+    secrets = boto3.client("secretsmanager", endpoint_url=front, region_name=REGION)
+    name = f"s-{uuid.uuid4().hex[:8]}"
+    secrets.create_secret(Name=name, SecretString="x")
+    assert secrets.get_secret_value(SecretId=name)["SecretString"] == "x"
     status, _, body = _send(front, "", b"", method="GET", path="/moto-api/data.json")
     assert status == 200 and "scheduler" in json.loads(body)
 
