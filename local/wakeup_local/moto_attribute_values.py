@@ -67,30 +67,29 @@ def _mine(serializer: Serializer) -> bool:
     )
 
 
-def items_as_they_are(serialize_map: Callable[..., None]) -> Callable[..., None]:
-    """moto's JSON `_serialize_type_map`, which writes a map of plain attribute values as it is."""
+def _as_they_are(
+    serialize: Callable[..., None], takes: Callable[[Any, str], bool], plain_of: Callable[[Any], Any]
+) -> Callable[..., None]:
+    """`serialize` (one of moto's JSON serializer's methods), which writes what `takes` a shape and
+    key for as it is, when `plain_of` it is not None."""
 
-    def serialize(self: Serializer, serialized: Any, value: Any, shape: Any, key: str) -> None:
-        if getattr(shape.value, "name", None) == _VALUE_SHAPE and _mine(self):
-            plain = plain_map(value)
+    def as_they_are(self: Serializer, serialized: Any, value: Any, shape: Any, key: str) -> None:
+        if takes(shape, key) and _mine(self):
+            plain = plain_of(value)
             if plain is not None:
                 serialized[self.get_serialized_name(shape, key)] = plain
                 return
-        serialize_map(self, serialized, value, shape, key)
+        serialize(self, serialized, value, shape, key)
 
-    return serialize
+    return as_they_are
+
+
+def items_as_they_are(serialize_map: Callable[..., None]) -> Callable[..., None]:
+    """moto's JSON `_serialize_type_map`, which writes a map of plain attribute values as it is."""
+    return _as_they_are(serialize_map, lambda shape, key: getattr(shape.value, "name", None) == _VALUE_SHAPE, plain_map)
 
 
 def values_as_they_are(serialize_structure: Callable[..., None]) -> Callable[..., None]:
     """moto's JSON `_serialize_type_structure`, which writes a plain attribute value as it is (one
     outside an item: a list's member, a condition check's)."""
-
-    def serialize(self: Serializer, serialized: Any, value: Any, shape: Any, key: str) -> None:
-        if key and shape.name == _VALUE_SHAPE and _mine(self):
-            plain = plain_copy(value)
-            if plain is not None:
-                serialized[self.get_serialized_name(shape, key)] = plain
-                return
-        serialize_structure(self, serialized, value, shape, key)
-
-    return serialize
+    return _as_they_are(serialize_structure, lambda shape, key: bool(key) and shape.name == _VALUE_SHAPE, plain_copy)
