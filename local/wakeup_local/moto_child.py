@@ -33,9 +33,10 @@ from wakeup_local.request_counter import RequestCounter, UnplacedSchedule
 def serve(control: socket.socket, mapping_update_s: float) -> None:
     """Serves moto on loopback, answers `port=N` on `control`, and returns when `control` closes."""
     moto_fixes.apply(mapping_update_s=mapping_update_s)
-    # moto's ThreadedMotoServer's application, with the functions' requests counted on the way
-    # (request_counter.py) and DynamoDB's and SQS's past Flask (moto_shortcut.py), behind a lighter
-    # server than werkzeug's (loopback_wsgi.py).
+    # moto's ThreadedMotoServer's application, with the functions' requests counted on the way and
+    # the Scheduler's changes read for the stack (request_counter.py), DynamoDB's, SQS's and the
+    # Scheduler's requests past Flask (moto_shortcut.py), behind a lighter server than werkzeug's
+    # (loopback_wsgi.py).
     app = RequestCounter(MotoShortcut(DomainDispatcherApplication(prepared_app)), read_schedule)
     server = LoopbackWsgiServer(LOOPBACK, 0, app)
     server.serve_in_thread("moto")
