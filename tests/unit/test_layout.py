@@ -45,7 +45,9 @@ def _sources() -> dict[str, Path]:
     for root, package in ROOTS.items():
         base = root / package if package else root
         for path in sorted(base.rglob("*.py")):
-            found[_module_name(path)] = path
+            # Not a virtual environment's (`make bench` makes bench/.venv) nor another hidden folder's.
+            if not any(part.startswith(".") for part in path.relative_to(base).parts):
+                found[_module_name(path)] = path
     return found
 
 
