@@ -4,6 +4,7 @@ lines, no handler importing anything from `wakeup.table`, and neither the logic 
 importing the HTTP edge (`wakeup.api`)."""
 
 import ast
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,7 +77,11 @@ def _imports(name: str, path: Path) -> Iterator[Import]:
             yield Import(name, aliases[node.value.id], (node.attr,), node.lineno)
 
 
-IMPORTS = [found for name, path in MODULES.items() for found in _imports(name, path)]
+@functools.cache
+def _all_imports() -> list[Import]:
+    """Every import of the project's modules, read once, by the tests that need it (not at every
+    worker's collection)."""
+    return [found for name, path in MODULES.items() for found in _imports(name, path)]
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -116,7 +121,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def _graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {name: set() for name in MODULES}
-    for found in IMPORTS:
+    for found in _all_imports():
         # A package's `__init__` that re-exports its modules is where they meet, not a circle.
         if found.module != found.importer and not found.importer.startswith(found.module + "."):
             graph[found.importer].add(found.module)
@@ -138,7 +143,7 @@ def test_the_circle_finder_finds_a_circle() -> None:
 def test_no_private_name_is_imported_across_modules() -> None:
     private = [
         f"{found.importer}:{found.line} {found.module}.{name}"
-        for found in IMPORTS
+        for found in _all_imports()
         for name in found.names
         if name.startswith("_") and not name.startswith("__") and found.module != found.importer
     ]
@@ -166,12 +171,13 @@ def _within(module: str, package: str) -> bool:
 
 @pytest.mark.parametrize("handler", HANDLERS)
 def test_a_handler_imports_nothing_from_the_table(handler: str) -> None:
-    imported = {found.module for found in IMPORTS if found.importer == handler}
+    imported = {found.module for found in _all_imports() if found.importer == handler}
     assert imported, "the handler's imports were read"
     assert [m for m in imported if _within(m, "wakeup.table")] == []
 
 
 @pytest.mark.parametrize("room", ["wakeup.logic", "wakeup.table"])
 def test_the_logic_and_the_table_never_import_the_http_edge(room: str) -> None:
-    found = [f"{i.importer}:{i.line}" for i in IMPORTS if _within(i.importer, room) and _within(i.module, "wakeup.api")]
+    imports = _all_imports()
+    found = [f"{i.importer}:{i.line}" for i in imports if _within(i.importer, room) and _within(i.module, "wakeup.api")]
     assert found == []
