@@ -42,7 +42,7 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory pytest
 
 # Imports every test module once, so that Python's bytecode cache and pytest's rewritten tests are
-# written by one process: else `make pytest`'s four workers each compile moto, boto3 and the tests
+# written by one process: else `make pytest`'s workers each compile moto, boto3 and the tests
 # at once (18 s of CPU each on a fresh clone, 6 s from the cache).
 .PHONY: collect
 collect: $(STAMP)
@@ -54,16 +54,20 @@ lint: $(STAMP)
 	$(BIN)/mypy layers/wakeup/wakeup local/wakeup_local admin/wakeup_admin sim/wakeup_sim awsfacts/wakeup_awsfacts calibrate/wakeup_calibrate client/wakeup_client functions apidoc
 	$(BIN)/cfn-lint template.yaml
 
-# The CPU-heavy simulations (marked in tests/conftest.py) in a phase of their own, after the tests
-# that time a stack, so that they never take a core from one. Six workers on two cores: most tests
-# wait on real time (a wake's second, a schedule's minute); four kept the two cores a little over
-# half busy, six two thirds, and finished a fifth sooner. worksteal's even runs, each started with a
-# slow test by tests/conftest.py, so that those run side by side from the start. Last, the tests
-# marked `alone` (the 100-wake burst, the SQS poller's promptness), timed against the one-second
-# goal with no other stack beside them.
+# Six workers on two cores: most tests wait on real time (a wake's second, a schedule's minute);
+# four kept the two cores a little over half busy, six two thirds, and finished a fifth sooner.
+# worksteal's even runs, each started with a slow test by tests/conftest.py, so that those run side
+# by side from the start. The CPU-heavy simulations (marked in tests/conftest.py) run meanwhile at
+# the lowest share of the cores (nice): they take what the timed tests leave idle, and yield a core
+# to a test's stack as soon as it wants one. Last, the tests marked `alone` (the 100-wake burst,
+# the SQS poller's promptness), timed against the one-second goal with nothing beside them.
 pytest: $(STAMP)
-	$(BIN)/pytest -n 6 --dist worksteal -m "not cpu_heavy and not alone"
-	$(BIN)/pytest -n 2 -m cpu_heavy tests/unit
+	@heavy_log=$$(mktemp); \
+	nice -n 19 $(BIN)/pytest -n 2 -m cpu_heavy tests/unit > $$heavy_log 2>&1 & heavy=$$!; \
+	$(BIN)/pytest -n 6 --dist worksteal -m "not cpu_heavy and not alone"; status=$$?; \
+	wait $$heavy || status=1; \
+	echo "--- the CPU-heavy simulations, run meanwhile:"; cat $$heavy_log; rm -f $$heavy_log; \
+	exit $$status
 	$(BIN)/pytest -m alone tests/e2e tests/local
 
 # docs/openapi.json from the code (tests/functional/test_openapi.py fails when it drifts).

@@ -22,7 +22,7 @@ from wakeup_awsfacts.template import load_template
 
 # How late a call may be (DESIGN section 3), and how long to watch for a call that must not come.
 ON_TIME_S = 1.0
-# How late one wake's call may be in a test that runs beside three other workers' stacks on two
+# How late one wake's call may be in a test that runs beside five other workers' stacks on two
 # cores: the promise's second, and a second more for the loaded machine (CI saw 1.07 s).
 ON_TIME_LOADED_S = ON_TIME_S + 1.0
 QUIET_S = 3.0
@@ -30,6 +30,9 @@ QUIET_S = 3.0
 BURST_P99_S = 2 * ON_TIME_S
 # How far ahead a burst's wakes are due: registering them all, on a loaded machine, comes first.
 BURST_LEAD_S = 10
+# The same for the 100-wake burst, which runs alone (make pytest's last phase): registering 100
+# takes about a second here, two with another program keeping one core busy.
+ALONE_BURST_LEAD_S = 5
 # How long the caller's event source gathers a batch (template.yaml's CallerBatchingWindowSeconds,
 # at its default): a message due at once waits it out, one that comes ahead of its time does not.
 TEMPLATE = load_template(Path(__file__).parents[2] / "template.yaml")
@@ -237,8 +240,7 @@ def test_a_hundred_wakes_due_at_one_second_are_each_called_once_on_time(
             strict=True,
         )
     )
-    # (due as far ahead as the warm-up's burst: registering 100 has taken over 6 s on a loaded machine)
-    at = iso(time.time() + BURST_LEAD_S)
+    at = iso(time.time() + ALONE_BURST_LEAD_S)
     with ThreadPoolExecutor(max_workers=10) as pool:
         replies = list(pool.map(lambda made_one: instances.api.wake(made_one[1], at), made.values()))
     assert {reply.status_code for reply in replies} == {204}

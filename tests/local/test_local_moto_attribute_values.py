@@ -93,7 +93,7 @@ any_items = st.dictionaries(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(item=any_items, old=plain_items, more=st.lists(any_items, max_size=3))
 def test_replies_are_byte_for_byte_moto_s_own(
     item: dict[str, Any], old: dict[str, Any], more: list[dict[str, Any]]
