@@ -7,7 +7,7 @@ else in the stack's process (a test's own moto, say) can see or reset it.
 
 Each moto is forked from a fork server, one per stack's process, started with its first moto: the
 fork server has imported moto's server (moto_child.py), which takes more than a second of CPU,
-and the suite starts some fifty motos from its four workers. A forked moto starts with the modules
+and the suite starts some fifty motos from its workers. A forked moto starts with the modules
 imported and none of moto's state made, as a new process would. The fork server is one thread, so
 forking it is safe, and it ends when the stack's process closes its socket or dies.
 
