@@ -79,7 +79,7 @@ class Instances:
 EVERY_CALLER_ENVIRONMENT = DEFAULT_CONCURRENCY * 10
 
 
-def warm_caller(instances: Instances, wakes: int) -> None:
+def warm_caller(instances: Instances, wakes: int, lead_s: float = 10) -> None:
     """Has the caller deliver `wakes` wakes due at one second (to a host of their own), so that as
     many of its environments are warm as such a burst takes, before a test times one.
 
@@ -90,11 +90,12 @@ def warm_caller(instances: Instances, wakes: int) -> None:
     them, up to the stack's bound, however few the wakes: a test of a burst warms them all
     (`EVERY_CALLER_ENVIRONMENT`). The wakes are due far enough ahead that every message is in a
     batch, held, before the first is called: registering 160 on a loaded machine has taken longer
-    than 4 s, and wakes already due are called as their batches come, by fewer environments.
+    than 4 s (`lead_s`; a test that runs alone may ask for less), and wakes already due are called
+    as their batches come, by fewer environments.
     """
     with running_host() as host:
         tokens = [token for _, token in instances.new_many([host.url_for(f"warm{n}") for n in range(wakes)])]
-        at = iso(time.time() + (2 if wakes == 1 else 10))
+        at = iso(time.time() + (2 if wakes == 1 else lead_s))
         with ThreadPoolExecutor(max_workers=10) as pool:
             list(pool.map(lambda token: instances.wake(token, at), tokens))
         host.wait_for_calls(wakes, timeout=60)
