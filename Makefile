@@ -60,8 +60,8 @@ lint: $(STAMP)
 # by side from the start. The CPU-heavy simulations (marked in tests/conftest.py) run meanwhile at
 # the lowest share of the cores (nice): they take what the timed tests leave idle, and yield a core
 # to a test's stack as soon as it wants one (on a busy machine they may wait minutes for a core,
-# hence their own timeout). Last, the tests marked `alone` (the 100-wake burst,
-# the SQS poller's promptness), timed against the one-second goal with nothing beside them.
+# hence their own timeout). Last, the tests marked `alone` (the 100-wake burst, the SQS poller's
+# promptness), timed against the one-second goal with nothing beside them.
 pytest: $(STAMP)
 	@heavy_log=$$(mktemp); \
 	nice -n 19 $(BIN)/pytest -n 2 --timeout 900 -m cpu_heavy tests/unit > $$heavy_log 2>&1 & heavy=$$!; \
