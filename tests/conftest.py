@@ -123,7 +123,7 @@ def api(stack: StackProcess) -> Iterator[Api]:
 # --- CPU-heavy tests in a run of their own -----------------------------------------------------------
 
 # The simulations keep a core busy for seconds at a time: `make pytest` runs them in a pytest of their
-# own (`-m cpu_heavy`) at the lowest CPU priority, so that they never take a core from a test that
+# own (`-m cpu_heavy`) at a low CPU priority, so that they take little of a core from a test that
 # times a stack. (pytest-xdist's loadgroup would put them on one worker, but with pytest 9.2 it
 # silently stops grouping: pytest-dev/pytest-xdist#1386.) Only under tests/unit, which that run
 # collects.
