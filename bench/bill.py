@@ -31,9 +31,10 @@ from wakeup.observability import metrics
 from wakeup_awsfacts.template import SERVERLESS_FUNCTION, Resolver, load_template
 from wakeup_sim import report
 from wakeup_sim.deployment import TEMPLATE, Deployment, from_template
+from wakeup_sim.logs import counted_logs
 from wakeup_sim.planner import settings_for
 from wakeup_sim.scenarios import SCENARIOS, T0, Scenario, run
-from wakeup_sim.world import World, counted_logs
+from wakeup_sim.world import World
 
 STEADY_RATE = 100  # wakes a second
 STEADY_S = 120  # seconds of wakes due at that rate (docs/operations.md, "What a deployment costs")

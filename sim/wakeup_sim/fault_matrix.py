@@ -45,8 +45,9 @@ from wakeup_sim.faults import (
     watch_registrations,
     watch_sweeps,
 )
+from wakeup_sim.logs import counted_logs
 from wakeup_sim.scenarios import FAR_LEAD_S, NEAR_LEAD_S, T0, no_cyclic_collection
-from wakeup_sim.world import SWEEP_EVERY_S, World, counted_logs
+from wakeup_sim.world import SWEEP_EVERY_S, World
 
 RATES = (0.01, 0.10)
 WAKES = 10_000  # per row, as issue 17 asks (docs/faults.md, "Size")

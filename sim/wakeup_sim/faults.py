@@ -204,6 +204,7 @@ class FaultInjector:
 
     def __init__(self, engine: Engine, faults: FaultClass, rate: float, seed: int, cpu_of: Callable[[], Cpu | None]):
         self.engine = engine
+        engine.reuse_tasks = False  # its runs, hits and contexts are kept by task (`getcurrent()`)
         self.faults = faults
         self.rate = rate
         self.rng = random.Random(seed)

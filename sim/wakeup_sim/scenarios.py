@@ -13,9 +13,10 @@ from typing import Any
 
 from wakeup_sim.deployment import Deployment
 from wakeup_sim.hosts import Call
+from wakeup_sim.logs import counted_logs
 from wakeup_sim.planner import planned
 from wakeup_sim.profile import AWS, Profile
-from wakeup_sim.world import Wake, World, counted_logs
+from wakeup_sim.world import Wake, World
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z, a whole minute
 NEAR_LEAD_S = (120.0, 600.0)  # registered 2 to 10 minutes ahead: SQS all the way

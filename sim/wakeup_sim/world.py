@@ -7,13 +7,11 @@ runs `wakeup.logic.sweeper.sweep` every minute. Everything else is AWS, modelled
 """
 
 import copy
-import io
 import json
 import random
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -22,7 +20,6 @@ from wakeup.logic.delivery import Caller, Source, parse_trigger
 from wakeup.logic.sweeper import UnreadShardsError, sweep
 from wakeup.logic.wakes import register_wake
 from wakeup.model import Trigger
-from wakeup.observability import logger
 from wakeup.signing import SigningKeys
 from wakeup.tokens import hash_token
 from wakeup.triggers import Triggers
@@ -39,30 +36,6 @@ from wakeup_sim.sqs import Message, Queue, SqsClient
 from wakeup_sim.throughput import Cpus, DynamoDbIo, timed
 
 SWEEP_EVERY_S = 60.0
-
-
-class _CountingStream(io.TextIOBase):
-    """Where the functions' log lines go: only their bytes are kept (what CloudWatch Logs bills)."""
-
-    def __init__(self) -> None:
-        self.bytes = 0
-
-    def write(self, text: str) -> int:
-        self.bytes += len(text.encode())
-        return len(text)
-
-
-@contextmanager
-def counted_logs() -> Iterator[_CountingStream]:
-    """The service's logger, writing into a counter for the simulation's length."""
-    stream = _CountingStream()
-    handler = logger.registered_handler
-    previous = handler.stream  # type: ignore[attr-defined]
-    handler.stream = stream  # type: ignore[attr-defined]
-    try:
-        yield stream
-    finally:
-        handler.stream = previous  # type: ignore[attr-defined]
 
 
 class _TaskLock:

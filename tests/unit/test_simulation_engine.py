@@ -62,3 +62,52 @@ def test_the_clock_reads_the_time_now_each_moment() -> None:
         datetime.fromtimestamp(t, UTC) for t in (1_800_000_000.0, 1_800_000_000.001, 1_800_000_000.001, 1_800_000_007.5)
     ]
     assert engine.clock() == datetime.fromtimestamp(1_800_000_010.0, UTC)
+
+
+def test_a_task_that_ends_hands_its_greenlet_to_the_next_and_each_runs_whole() -> None:
+    from greenlet import getcurrent
+
+    engine = Engine(0.0)
+    ran: list[tuple[str, float, object]] = []
+
+    def task(name: str, nap: float) -> None:
+        engine.sleep(nap)
+        ran.append((name, engine.now, getcurrent()))
+
+    engine.spawn(task, "a", 1.0)
+    engine.spawn(task, "b", 2.0)
+    engine.spawn(task, "c", 0.5, when=1.5)  # starts after a has ended: a's greenlet runs it
+    engine.run(until=10.0)
+    assert [(name, when) for name, when, _ in ran] == [("a", 1.0), ("b", 2.0), ("c", 2.0)]
+    greenlets = {name: runner for name, _, runner in ran}
+    assert greenlets["c"] is greenlets["a"] and greenlets["b"] is not greenlets["a"]
+
+
+def test_a_world_that_keeps_state_by_greenlet_gets_a_greenlet_a_task() -> None:
+    from greenlet import getcurrent
+
+    engine = Engine(0.0)
+    engine.reuse_tasks = False
+    runners: list[object] = []
+    for when in (0.0, 1.0, 2.0):
+        engine.spawn(lambda: runners.append(getcurrent()), when=when)
+    engine.run(until=5.0)
+    assert len(runners) == 3 and len({id(runner) for runner in runners}) == 3
+
+
+def test_a_task_that_raises_ends_the_loop_with_its_error_and_the_next_task_still_runs() -> None:
+    import pytest
+
+    engine = Engine(0.0)
+    ran: list[str] = []
+
+    def failing() -> None:
+        engine.sleep(1.0)
+        raise ValueError("the task's own")
+
+    engine.spawn(failing)
+    engine.spawn(ran.append, "after", when=2.0)
+    with pytest.raises(ValueError, match="the task's own"):
+        engine.run(until=5.0)
+    engine.run(until=5.0)
+    assert ran == ["after"]
