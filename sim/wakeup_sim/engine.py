@@ -19,6 +19,9 @@ Event = tuple[float, int, Callable[..., Any], tuple[Any, ...]]  # when, order, a
 # Slices of virtual time the engine files later events by: a power of two, so that a time's slice
 # (`when * SLICES_PER_S`, rounded down) and a slice's start are exact in floating point.
 SLICES_PER_S = 64
+# Greenlets kept for the next tasks: a burst's 100,000 registrations end together, and keeping all
+# their greenlets (and stacks) grew a worker by a gigabyte; a steady scenario needs a few thousand.
+MAX_IDLE_TASKS = 10_000
 
 
 class Engine:
@@ -85,7 +88,7 @@ class Engine:
         raises ends it, as it would end a greenlet of its own (the loop raises it)."""
         while True:
             task(*args)
-            if not self.reuse_tasks:
+            if not self.reuse_tasks or len(self._idle_tasks) >= MAX_IDLE_TASKS:
                 return
             self._idle_tasks.append(getcurrent())
             task, args = self._hub.switch()
