@@ -88,10 +88,18 @@ class Engine:
         raises ends it, as it would end a greenlet of its own (the loop raises it)."""
         while True:
             task(*args)
+            del task, args  # idle, it keeps nothing of its last task
             if not self.reuse_tasks or len(self._idle_tasks) >= MAX_IDLE_TASKS:
                 return
             self._idle_tasks.append(getcurrent())
             task, args = self._hub.switch()
+
+    def _end_idle_tasks(self) -> None:
+        """Ends the idle greenlets: a suspended greenlet is not collected with what it refers to
+        (this engine, through its frame), so the last `run` of a world would keep them all."""
+        idle, self._idle_tasks = self._idle_tasks, []
+        for task in idle:
+            task.throw()  # GreenletExit, where it waits to be handed a task: it ends
 
     def sleep(self, seconds: float) -> None:
         """Waits `seconds` of virtual time (from a task)."""
@@ -145,6 +153,7 @@ class Engine:
             self.now = when
             action(*args)
         self.now = max(self.now, until)
+        self._end_idle_tasks()
 
     def idle(self) -> bool:
         return not self._heap and not self._slices

@@ -111,3 +111,32 @@ def test_a_task_that_raises_ends_the_loop_with_its_error_and_the_next_task_still
         engine.run(until=5.0)
     engine.run(until=5.0)
     assert ran == ["after"]
+
+
+def test_the_greenlets_left_idle_end_when_the_run_does_and_keep_nothing() -> None:
+    import weakref
+
+    from greenlet import getcurrent, greenlet
+
+    engine = Engine(0.0)
+    runners: list[weakref.ref[greenlet]] = []
+    payload = bytearray(1 << 20)  # what a task's arguments hold
+
+    def task(_: bytearray) -> None:
+        runners.append(weakref.ref(getcurrent()))
+        engine.sleep(1.0)
+
+    for when in (0.0, 0.5, 2.0, 3.0):
+        engine.spawn(task, payload, when=when)
+    engine.run(until=10.0)
+    assert len(runners) == 4
+    # A suspended greenlet is never collected with its engine: idle ones are ended, not kept.
+    assert all(runner() is None or runner().dead for runner in runners)  # type: ignore[union-attr]
+
+
+def test_a_fault_injectors_world_gets_a_greenlet_a_task() -> None:
+    from wakeup_sim.faults import FaultClass, FaultInjector
+
+    engine = Engine(0.0)
+    FaultInjector(engine, FaultClass("none", ()), 0.0, 1, lambda: None)
+    assert engine.reuse_tasks is False

@@ -54,17 +54,47 @@ values = st.one_of(
 )
 
 
+# Names a line's key may share with what the formatter writes itself (the logger's own keys, one
+# appended as the wake handler appends `instance_id`, the formatter's reserved ones).
+SHARED_NAMES = ["service", "level", "location", "timestamp", "sampling_rate", "xray_trace_id", "exception_name"]
+names = st.one_of(st.from_regex(r"[a-z][a-z_]{0,15}", fullmatch=True), st.sampled_from([*SHARED_NAMES, "instance_id"]))
+
+
 @given(
     level=st.sampled_from(["info", "warning"]),
     message=st.text(max_size=40),
-    keys=st.dictionaries(st.from_regex(r"[a-z][a-z_]{0,15}", fullmatch=True), values, max_size=6),
+    keys=st.dictionaries(names, values, max_size=6),
+    appended=st.booleans(),
 )
-def test_a_counted_line_is_as_many_bytes_as_the_logger_writes(level: str, message: str, keys: dict[str, Any]) -> None:
-    with written_logs() as written:
-        log_through(getattr(logger, level), message, keys)
-    with counted_logs() as counted:
-        log_through(getattr(logger, level), message, keys)
+def test_a_counted_line_is_as_many_bytes_as_the_logger_writes(
+    level: str, message: str, keys: dict[str, Any], appended: bool
+) -> None:
+    if appended:  # as a wake handler leaves it, when it ran before in this process
+        logger.append_keys(instance_id="i-appended-before")
+    try:
+        with written_logs() as written:
+            log_through(getattr(logger, level), message, keys)
+        with counted_logs() as counted:
+            log_through(getattr(logger, level), message, keys)
+    finally:
+        logger.remove_keys(["instance_id"])
     assert written.bytes > 0
+    assert counted.bytes == written.bytes
+
+
+def test_a_plain_line_is_counted_without_the_logger_and_keys_appended_meanwhile_are_not_missed() -> None:
+    with written_logs() as written:
+        log_through(logger.info, "wake called", {"instance_id": "i-1", "status": 200})
+        logger.append_keys(account_id="a-1")
+        log_through(logger.info, "wake called", {"instance_id": "i-1", "status": 200})
+    logger.remove_keys(["account_id"])
+    with counted_logs() as counted:
+        log_through(logger.info, "wake called", {"instance_id": "i-1", "status": 200})
+        assert counted.counted > 0 and counted.stream.bytes == 0  # counted from its parts
+        logger.append_keys(account_id="a-1")
+        log_through(logger.info, "wake called", {"instance_id": "i-1", "status": 200})
+    logger.remove_keys(["account_id"])
+    assert counted.stream.bytes > 0  # the second through the logger, with the key appended
     assert counted.bytes == written.bytes
 
 
