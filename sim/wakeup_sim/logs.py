@@ -60,8 +60,9 @@ class LogBytes:
         return self.counted + self.stream.bytes
 
     def count(self, level: int, msg: object, kwargs: dict[str, Any]) -> bool:
-        """Counts a line `info` or `warning` logs (the frame above the caller's logs it); False
-        when it must go through the logger instead."""
+        """Counts the line a statement asked `info` or `warning` for (that statement is two frames
+        up: it called `counted_logs`'s `log`, which called this); False when the line must go
+        through the logger instead."""
         formatter = self._formatter
         if not (
             self._compact
