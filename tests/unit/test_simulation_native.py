@@ -1,0 +1,90 @@
+"""`make simulate`'s compiled modules (sim/build_native.py) against the Python ones.
+
+mypyc compiles the same sources, but runs them otherwise: C calls, fixed-width floats, its own
+checks of the annotated types. Each side runs here in a process of its own, scenarios of every kind
+the simulator has (near and far, cold and warm, hosts down or failing, a registration burst, a
+steady rate, bursts registered ahead, an idle stack), and every figure must be the same.
+"""
+
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wakeup_sim.scenarios import SCENARIOS, Scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+HOT_MODULES = ("wakeup_sim.engine", "wakeup_sim.throughput", "wakeup_sim.dynamodb", "wakeup_sim.sqs",
+               "wakeup_sim.event_source", "wakeup_awsfacts.dynamodb")  # fmt: skip
+
+# make simulate's own small ones, and smaller cuts of its larger kinds.
+CHOSEN = [
+    *(s for s in SCENARIOS if s.wakes <= 1000),
+    Scenario("2,000 at one second, 10% of hosts down", 2000, warm=True, down_fraction=0.1),
+    Scenario("2,000 hosts register far wakes in one second", 2000, path="far", registering_within_s=1.0),
+    Scenario("2,000 at one second, registered over the 30 minutes before", 2000, registered_over_s=1800.0),
+    Scenario("steady 100/s for 20 s, far", 2000, path="far", rate_per_s=100, warm=True),
+]
+
+# Runs the scenarios (pickled on stdin); prints, pickled, where each hot module was loaded from and
+# every scenario's figures.
+RUNNER = """
+import dataclasses, importlib, pickle, sys
+from pathlib import Path
+from typing import Any
+from wakeup_sim import report
+from wakeup_sim.deployment import from_template
+from wakeup_sim.scenarios import run
+modules, scenarios = pickle.load(sys.stdin.buffer)
+files = {name: importlib.import_module(name).__file__ for name in modules}
+deployment = from_template(Path(sys.argv[1]))
+figures = [dataclasses.asdict(report.figures(run(scenario, deployment))) for scenario in scenarios]
+sys.stdout.buffer.write(pickle.dumps((files, figures)))
+"""
+
+
+def _simulate(path_first: list[Path]) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    done = subprocess.run(
+        [sys.executable, "-c", RUNNER, str(ROOT / "template.yaml")],
+        input=pickle.dumps((HOT_MODULES, CHOSEN)),
+        capture_output=True,
+        env={"PYTHONPATH": ":".join(str(p) for p in [*path_first, ROOT]), "PATH": "/usr/bin:/bin"},
+        check=False,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    files, figures = pickle.loads(done.stdout)
+    return files, figures
+
+
+@pytest.fixture(scope="module")
+def native(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("native") / "sim"
+    built = subprocess.run(
+        [sys.executable, str(ROOT / "sim" / "build_native.py"), str(target)], capture_output=True, check=False
+    )
+    assert built.returncode == 0, built.stderr.decode()
+    assert (target / "wakeup_sim" / "engine.py").exists(), f"nothing was compiled: {built.stderr.decode()}"
+    return target
+
+
+def test_the_hot_modules_are_compiled(native: Path) -> None:
+    compiled = sorted(
+        ".".join(p.relative_to(native).with_suffix("").with_suffix("").parts) for p in native.glob("wakeup_*/*.so")
+    )
+    assert compiled == sorted(HOT_MODULES)
+
+
+def test_compiled_scenarios_give_every_figure_the_python_ones_give(native: Path) -> None:
+    native_files, native_figures = _simulate([native])
+    python_files, python_figures = _simulate([])
+    assert all(f.endswith(".so") for f in native_files.values()), native_files
+    assert not any(f.endswith(".so") for f in python_files.values()), python_files
+    assert len(native_figures) == len(CHOSEN)
+    for scenario, compiled, interpreted in zip(CHOSEN, native_figures, python_figures, strict=True):
+        assert compiled == interpreted, scenario.name
+    # Runs that delivered: each scenario's wakes were late by something, and few or none lost.
+    assert all(f["p99_s"] > 0 and f["lost"] < f["wakes"] for f in python_figures)
