@@ -3,17 +3,19 @@
 DIR gets a copy of `wakeup_sim` and `wakeup_awsfacts` with the modules in `HOT` compiled beside
 their source (a `.so` is imported before its `.py`); the rest of the copy, and the service's own
 code (`wakeup`, which the simulation runs as Lambda runs it), stay Python. `make simulate` puts DIR
-first on the path. The sources are the same: tests/unit/test_sim_native.py runs scenarios both ways
-and compares every figure, and mypyc checks at run time the types that mypy checks in `make lint`.
+first on the path. The sources are the same: tests/unit/test_simulation_native.py runs scenarios
+both ways and compares every figure, and mypyc checks at run time the types mypy checks in lint.
 
-Why these: on the steady 1,000 wakes a second, compiling these six took 23% less CPU; compiling the
-world, the Lambda and API Gateway models, the hosts and the logs as well took more, not less (a
-greenlet's switch saves the C stack between its start and the switch, which compiled callers make
-deeper; docs/scaling.md). DIR sits in the checkout, beside `sim/`: `deployment.ROOT` (two levels up
-from the module) stays the checkout's root, where template.yaml and docs/ are.
+Why these: on the steady 1,000 wakes a second, compiling these six took 23% less CPU. Compiling
+the world, the Lambda and API Gateway models, the hosts and the logs as well took more, not less:
+those call the service's Python code back, and a call from compiled code into Python costs more
+than the interpreter's own (docs/scaling.md). DIR sits in the checkout, beside `sim/`:
+`deployment.ROOT` (two levels up from the module) stays the checkout's root, where template.yaml
+and docs/ are.
 
-Without a C compiler or Python's headers the build fails: this prints why and leaves no DIR, and
-`make simulate` runs the Python modules, as it did before (about a quarter slower).
+Without a C compiler or Python's headers the build fails: this prints why, leaves no DIR and exits
+1, and `make simulate` says so and runs the Python modules, as it did before (about a quarter
+slower), trying the build again on its next run.
 """
 
 import os
@@ -33,12 +35,11 @@ HOT = (
     "wakeup_awsfacts/dynamodb.py",
 )
 # The project's mypy settings (pyproject.toml) for the copy alone: its own `mypy_path` would show
-# mypy each package twice, the copy's and the checkout's.
+# mypy each package twice, the copy's and the checkout's. (mypyc checks for the running Python.)
 MYPY_CONFIG = """\
 [mypy]
 strict = True
 plugins = pydantic.mypy
-python_version = 3.11
 explicit_package_bases = True
 disallow_untyped_decorators = False
 mypy_path = {layer}
@@ -46,20 +47,37 @@ mypy_path = {layer}
 [mypy-greenlet.*]
 ignore_missing_imports = True
 """
+# In every copy this makes, so that it replaces or removes only a folder of its own making.
+MARK = "MADE_BY_BUILD_NATIVE"
+# mypyc builds with -Werror; gcc 12 calls mypyc's float comparison `x != x` (NaN) tautological.
+EXTRA_COMPILE_ARGS = ["-Wno-tautological-compare"]
+
+
+class NotOurs(Exception):
+    """The target exists and is not a copy this made: it is left as it is."""
+
+
+def _ours_or_absent(target: Path) -> bool:
+    return not target.exists() or (target / MARK).exists()
 
 
 def build(target: Path) -> None:
     """Builds the copy in a folder beside `target`, then puts it in its place: a failed build leaves
     no half-made copy for `make simulate` to import."""
+    if not _ours_or_absent(target):
+        raise NotOurs(f"{target} exists and was not made by {Path(__file__).name}: name another folder")
     target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    work = Path(tempfile.mkdtemp(prefix=f"{target.name}.build-", dir=target.parent))
     try:
         for name, source in PACKAGES.items():
             shutil.copytree(source, work / name, ignore=shutil.ignore_patterns("__pycache__"))
         (work / "mypy.ini").write_text(MYPY_CONFIG.format(layer=ROOT / "layers" / "wakeup"), encoding="utf-8")
         _compile(work)
         (work / "mypy.ini").unlink()
-        shutil.rmtree(work / "build", ignore_errors=True)
+        for made in ("build", ".mypy_cache"):  # the C sources and objects, mypy's cache
+            shutil.rmtree(work / made, ignore_errors=True)
+        (work / MARK).touch()
+        work.chmod(0o755)  # mkdtemp's folder is its maker's alone
         shutil.rmtree(target, ignore_errors=True)
         work.rename(target)
     finally:
@@ -69,18 +87,15 @@ def build(target: Path) -> None:
 def _compile(work: Path) -> None:
     # mypyc and setuptools are imported here: a machine without them hears why from `main`.
     from mypyc.build import mypycify
-    from setuptools import setup
+    from setuptools import setup  # type: ignore[import-untyped]  # no types in its package
 
-    # mypyc builds with -Werror; gcc 12 calls its float comparison `x != x` (NaN) tautological.
-    os.environ["CFLAGS"] = f"{os.environ.get('CFLAGS', '')} -Wno-tautological-compare".strip()
     cwd = Path.cwd()
-    os.chdir(work)
+    os.chdir(work)  # mypyc writes its C beside the sources it is given, and setup builds in place
     try:
-        setup(
-            name="wakeup_sim_native",
-            ext_modules=mypycify(["--config-file", "mypy.ini", *HOT]),
-            script_args=["--quiet", "build_ext", "--inplace"],
-        )
+        extensions = mypycify(["--config-file", "mypy.ini", *HOT])
+        for extension in extensions:
+            extension.extra_compile_args = [*extension.extra_compile_args, *EXTRA_COMPILE_ARGS]
+        setup(name="wakeup_sim_native", ext_modules=extensions, script_args=["--quiet", "build_ext", "--inplace"])
     finally:
         os.chdir(cwd)
 
@@ -92,10 +107,16 @@ def main(argv: list[str]) -> int:
     target = Path(argv[0]).resolve()
     try:
         build(target)
+    except NotOurs as exc:
+        print(exc, file=sys.stderr)
+        return 2
     except (Exception, SystemExit) as exc:  # setuptools reports a compiler's failure as SystemExit
-        shutil.rmtree(target, ignore_errors=True)
-        print(f"the simulator's modules were not compiled ({exc}); make simulate runs them as Python", file=sys.stderr)
-        return 0
+        if _ours_or_absent(target):
+            shutil.rmtree(target, ignore_errors=True)
+        # mypyc prints what it refuses on stdout, a compiler its errors on stderr: both above.
+        reason = str(exc.code) if isinstance(exc, SystemExit) else repr(exc)
+        print(f"the simulator's modules were not compiled, see above ({reason})", file=sys.stderr)
+        return 1
     return 0
 
 

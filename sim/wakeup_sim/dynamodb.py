@@ -281,7 +281,8 @@ class MemoryStore:
         self.metered.read_units += read_units(sum(item_size(entry) for entry in projected), consistent=False)
         answer: dict[str, Any] = {"Items": [dump(entry) for entry in projected], "Count": len(projected)}
         if limit is not None and len(page) == limit and page:
-            # The index's keys and the table's (`k in (*index.keys, "pk")` stops mypyc: sim/build_native.py).
+            # The index's keys and the table's (mypyc, sim/build_native.py, cannot compile a starred
+            # tuple in a comprehension's condition: `k in (*index.keys, "pk")`).
             answer["LastEvaluatedKey"] = dump({k: v for k, v in projected[-1].items() if k in index.keys or k == "pk"})
         return answer
 
