@@ -32,7 +32,6 @@ CHOSEN = [
 RUNNER = """
 import dataclasses, importlib, pickle, sys
 from pathlib import Path
-from typing import Any
 from wakeup_sim import report
 from wakeup_sim.deployment import from_template
 from wakeup_sim.scenarios import run
