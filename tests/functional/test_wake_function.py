@@ -74,6 +74,22 @@ def test_a_wake_a_day_ahead_is_armed_as_a_schedule(env: Deployed, instance: Inst
     assert env.schedule_input(instance.id) == Trigger(instance.id, stored.reg, 0)
 
 
+def test_a_far_wake_registered_again_updates_its_schedule_in_one_request(env: Deployed, instance: Instance) -> None:
+    # given a wake a day ahead, armed as a schedule
+    assert put_wake(instance.token, in_a_day()).status == 204
+    operations: list[str] = []
+    scheduler = factories.get_triggers().scheduler
+    scheduler.meta.events.register("before-call.scheduler", lambda model, **_: operations.append(model.name))
+    # when the host registers another wake, a day and an hour ahead
+    reply = put_wake(instance.token, format_time(now() + timedelta(days=1, hours=1)))
+    # then its schedule is updated at once, not created first and refused as a conflict
+    assert reply.status == 204
+    assert operations == ["UpdateSchedule"]
+    stored = env.store.get_instance(instance.id)
+    assert stored is not None and stored.reg is not None
+    assert env.schedule_input(instance.id) == Trigger(instance.id, stored.reg, 0)
+
+
 def test_a_time_with_an_offset_is_stored_in_utc(env: Deployed, instance: Instance) -> None:
     reply = put_wake(instance.token, "2030-01-01T10:30:00.250+01:00")
 

@@ -103,6 +103,21 @@ def test_an_existing_schedule_is_replaced_whole(settings: Settings) -> None:
         Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, NOW + timedelta(days=3), NOW)
 
 
+def test_a_schedule_being_replaced_is_updated_without_a_create_first(settings: Settings) -> None:
+    sqs, scheduler = clients()
+    with stubbed(scheduler) as stub:
+        stub.add_response("update_schedule", {"ScheduleArn": "arn:x"}, None)
+        Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, NOW + timedelta(days=3), NOW, replacing=True)
+
+
+def test_a_schedule_expected_but_gone_is_created(settings: Settings) -> None:
+    sqs, scheduler = clients()
+    with stubbed(scheduler) as stub:
+        stub.add_client_error("update_schedule", "ResourceNotFoundException", http_status_code=404)
+        stub.add_response("create_schedule", {"ScheduleArn": "arn:x"}, None)
+        Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, NOW + timedelta(days=3), NOW, replacing=True)
+
+
 def test_the_schedule_carries_the_trigger_to_the_caller(settings: Settings) -> None:
     sqs, scheduler = clients()
     seen: dict[str, object] = {}

@@ -110,15 +110,16 @@ class Triggers:
             return Armed.QUEUE
         return Armed.SCHEDULE
 
-    def arm(self, trigger: Trigger, due: datetime, now: datetime) -> Armed:
-        """Arms `trigger` to arrive just before `due` (never after it, when AWS keeps time)."""
+    def arm(self, trigger: Trigger, due: datetime, now: datetime, *, replacing: bool = False) -> Armed:
+        """Arms `trigger` to arrive just before `due` (never after it, when AWS keeps time);
+        `replacing`: the instance has a schedule already, most likely (`schedule`)."""
         way = self.route(due, now)
         if way is Armed.QUEUE:
             # The delay counts from the moment of sending: a request slowed under load must not
             # add its own lateness to the wake's.
             self.send(trigger, delay_s=(due - self.clock()).total_seconds())
         else:
-            self.schedule(trigger, due - timedelta(seconds=self.settings.schedule_lead_s))
+            self.schedule(trigger, due - timedelta(seconds=self.settings.schedule_lead_s), replacing=replacing)
         return way
 
     def send(self, trigger: Trigger, delay_s: float) -> None:
@@ -126,8 +127,9 @@ class Triggers:
         delay = min(max(math.floor(delay_s) - QUEUE_LEAD_S, 0), SQS_MAX_DELAY_S)
         self.sqs.send_message(QueueUrl=self.settings.queue_url, MessageBody=message_body(trigger), DelaySeconds=delay)
 
-    def schedule(self, trigger: Trigger, fire_at: datetime) -> None:
-        """Creates or replaces the instance's one-time schedule (an update replaces every field)."""
+    def schedule(self, trigger: Trigger, fire_at: datetime, *, replacing: bool = False) -> None:
+        """Creates or replaces the instance's one-time schedule (an update replaces every field);
+        `replacing`: it most likely exists (a far wake registered again), so it is updated first."""
         target: dict[str, Any] = {
             "Arn": self.settings.caller_arn,
             "RoleArn": self.settings.scheduler_role_arn,
@@ -146,15 +148,18 @@ class Triggers:
             "ActionAfterCompletion": "DELETE",
             "State": "ENABLED",
         }
-        # Create first (most far wakes are new); a schedule made or removed meanwhile by another
-        # request for the same instance turns the call into the other one.
+        # Created first (most far wakes are new), or updated first when it is there already: the
+        # other way costs a refused request. A schedule made or removed meanwhile by another request
+        # for the same instance (the call refused as such) turns the call into the other one.
         for _ in range(3):
-            try:
-                self.scheduler.create_schedule(**definition)
-                return
-            except ClientError as exc:
-                if aws.error_code(exc) != "ConflictException":
-                    raise
+            if not replacing:
+                try:
+                    self.scheduler.create_schedule(**definition)
+                    return
+                except ClientError as exc:
+                    if aws.error_code(exc) != "ConflictException":
+                        raise
+            replacing = False  # updated first and gone: created next
             try:
                 self.scheduler.update_schedule(**definition)
                 return

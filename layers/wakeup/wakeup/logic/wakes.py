@@ -74,7 +74,7 @@ def register_wake(
         raise UnauthorizedError("this instance token is no longer registered")
     trigger = Trigger(instance_id, reg, 0)
     try:
-        armed = triggers.arm(trigger, at, now)
+        armed = triggers.arm(trigger, at, now, replacing=_may_have_schedule(previous, now))
         # `previous` is this very registration when the write's reply was lost and botocore's
         # retry found it applied: what it replaced is unknown, so any schedule is removed.
         if armed is Armed.QUEUE and (previous.reg == reg or _may_have_schedule(previous, now)):
@@ -118,5 +118,5 @@ def converge(store: Store, triggers: Triggers, instance_id: str, armed: Trigger,
             # Its writer sent its own message; only the stale schedule is left to remove.
             triggers.unschedule(instance_id)
             return
-        triggers.arm(wanted, current.due, now)
+        triggers.arm(wanted, current.due, now, replacing=True)  # the schedule armed just before
         armed = wanted
