@@ -105,7 +105,10 @@ PLACES: dict[str, tuple[str, tuple[Kind, ...]]] = {
     "dynamodb:BatchGetItem": ("MemoryStore._read_many through DynamoStore.overdue: the sweeper's reads", READ_KINDS),
     "sqs:SendMessage": ("FaultyClient around SqsClient: Triggers.send (arm, retry, busy, sweeper)", AWS_KINDS),
     "scheduler:CreateSchedule": ("FaultyClient around Scheduler: Triggers.schedule", AWS_KINDS),
-    "scheduler:UpdateSchedule": ("FaultyClient around Scheduler: Triggers.schedule after a conflict", AWS_KINDS),
+    "scheduler:UpdateSchedule": (
+        "FaultyClient around Scheduler: Triggers.schedule (a far wake moved, or after a conflict)",
+        AWS_KINDS,
+    ),
     "scheduler:DeleteSchedule": ("FaultyClient around Scheduler: Triggers.unschedule", AWS_KINDS),
     "secretsmanager:GetSecretValue": ("FaultySecrets: SigningKeys.master through Powertools' cache", READ_KINDS),
     "function:CallerFunction": (

@@ -74,17 +74,29 @@ def test_a_wake_a_day_ahead_is_armed_as_a_schedule(env: Deployed, instance: Inst
     assert env.schedule_input(instance.id) == Trigger(instance.id, stored.reg, 0)
 
 
-def test_a_far_wake_registered_again_updates_its_schedule_in_one_request(env: Deployed, instance: Instance) -> None:
-    # given a wake a day ahead, armed as a schedule
-    assert put_wake(instance.token, in_a_day()).status == 204
+@pytest.mark.parametrize(
+    ("before", "operation"),
+    [
+        pytest.param(None, "CreateSchedule", id="a-first-wake-creates-it"),
+        pytest.param(timedelta(minutes=5), "CreateSchedule", id="a-near-wake-moved-far-creates-it"),
+        pytest.param(timedelta(days=1), "UpdateSchedule", id="a-far-wake-moved-updates-it"),
+    ],
+)
+def test_a_far_wake_arms_its_schedule_in_one_request(
+    env: Deployed, instance: Instance, before: timedelta | None, operation: str
+) -> None:
+    # given the instance's wake before this one, if any: near (through SQS) or far (a schedule)
+    if before is not None:
+        assert put_wake(instance.token, format_time(now() + before)).status == 204
     operations: list[str] = []
     scheduler = factories.get_triggers().scheduler
     scheduler.meta.events.register("before-call.scheduler", lambda model, **_: operations.append(model.name))
-    # when the host registers another wake, a day and an hour ahead
+    # when the host registers a wake a day and an hour ahead
     reply = put_wake(instance.token, format_time(now() + timedelta(days=1, hours=1)))
-    # then its schedule is updated at once, not created first and refused as a conflict
+    # then its schedule is created or updated at once, the right way round: not refused first (a
+    # create meeting a `ConflictException`, an update a `ResourceNotFoundException`)
     assert reply.status == 204
-    assert operations == ["UpdateSchedule"]
+    assert operations == [operation]
     stored = env.store.get_instance(instance.id)
     assert stored is not None and stored.reg is not None
     assert env.schedule_input(instance.id) == Trigger(instance.id, stored.reg, 0)

@@ -13,7 +13,7 @@ from botocore.stub import ANY, Stubber
 from wakeup import aws
 from wakeup.model import Trigger
 from wakeup.settings import Settings
-from wakeup.triggers import Armed, Triggers
+from wakeup.triggers import Armed, ScheduleContentionError, Triggers
 
 NOW = datetime(2026, 12, 1, 9, 0, 0, 400000, tzinfo=UTC)
 TRIGGER = Trigger("0b7e1f0e-6f43-4c5e-9d55-3b1f6d3c2a10", "reg1", 0)
@@ -116,6 +116,22 @@ def test_a_schedule_expected_but_gone_is_created(settings: Settings) -> None:
         stub.add_client_error("update_schedule", "ResourceNotFoundException", http_status_code=404)
         stub.add_response("create_schedule", {"ScheduleArn": "arn:x"}, None)
         Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, NOW + timedelta(days=3), NOW, replacing=True)
+
+
+@pytest.mark.parametrize("replacing", [False, True])
+def test_a_schedule_changing_under_each_call_is_tried_three_times_each_way(settings: Settings, replacing: bool) -> None:
+    sqs, scheduler = clients()
+    calls = ["update_schedule", "create_schedule"] * 3
+    with stubbed(scheduler) as stub:
+        for call in calls if replacing else calls[::-1]:
+            code, status = (
+                ("ConflictException", 409) if call == "create_schedule" else ("ResourceNotFoundException", 404)
+            )
+            stub.add_client_error(call, code, http_status_code=status)
+        with pytest.raises(ScheduleContentionError):
+            Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(
+                TRIGGER, NOW + timedelta(days=3), NOW, replacing=replacing
+            )
 
 
 def test_the_schedule_carries_the_trigger_to_the_caller(settings: Settings) -> None:

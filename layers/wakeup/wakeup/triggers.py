@@ -129,7 +129,7 @@ class Triggers:
 
     def schedule(self, trigger: Trigger, fire_at: datetime, *, replacing: bool = False) -> None:
         """Creates or replaces the instance's one-time schedule (an update replaces every field);
-        `replacing`: it most likely exists (a far wake registered again), so it is updated first."""
+        `replacing`: it exists, most likely (a far wake registered again), so it is updated first."""
         target: dict[str, Any] = {
             "Arn": self.settings.caller_arn,
             "RoleArn": self.settings.scheduler_role_arn,
@@ -148,24 +148,27 @@ class Triggers:
             "ActionAfterCompletion": "DELETE",
             "State": "ENABLED",
         }
+
+        def create() -> None:
+            self.scheduler.create_schedule(**definition)
+
+        def update() -> None:
+            self.scheduler.update_schedule(**definition)
+
         # Created first (most far wakes are new), or updated first when it is there already: the
-        # other way costs a refused request. A schedule made or removed meanwhile by another request
-        # for the same instance (the call refused as such) turns the call into the other one.
+        # other way round costs a refused request. A schedule made or removed meanwhile by another
+        # request for the same instance (the call refused as such) turns the call into the other one.
+        ways = [(update, "ResourceNotFoundException"), (create, "ConflictException")]
+        if not replacing:
+            ways.reverse()
         for _ in range(3):
-            if not replacing:
+            for call, other_way_round in ways:
                 try:
-                    self.scheduler.create_schedule(**definition)
+                    call()
                     return
                 except ClientError as exc:
-                    if aws.error_code(exc) != "ConflictException":
+                    if aws.error_code(exc) != other_way_round:
                         raise
-            replacing = False  # updated first and gone: created next
-            try:
-                self.scheduler.update_schedule(**definition)
-                return
-            except ClientError as exc:
-                if aws.error_code(exc) != "ResourceNotFoundException":
-                    raise
         raise ScheduleContentionError("the schedule kept changing under concurrent requests")
 
     def unschedule(self, instance_id: str) -> None:

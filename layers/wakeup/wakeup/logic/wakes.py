@@ -74,7 +74,7 @@ def register_wake(
         raise UnauthorizedError("this instance token is no longer registered")
     trigger = Trigger(instance_id, reg, 0)
     try:
-        armed = triggers.arm(trigger, at, now, replacing=_may_have_schedule(previous, now))
+        armed = triggers.arm(trigger, at, now, replacing=_likely_scheduled(triggers, previous, now))
         # `previous` is this very registration when the write's reply was lost and botocore's
         # retry found it applied: what it replaced is unknown, so any schedule is removed.
         if armed is Armed.QUEUE and (previous.reg == reg or _may_have_schedule(previous, now)):
@@ -91,6 +91,13 @@ def forget_trigger(triggers: Triggers, previous: Instance | None, now: datetime)
     """Removes the schedule a replaced, moved or deleted registration may have left."""
     if previous is not None and _may_have_schedule(previous, now):
         triggers.unschedule(previous.id)
+
+
+def _likely_scheduled(triggers: Triggers, previous: Instance, now: datetime) -> bool:
+    """Whether the registration replaced has a schedule, most likely: one beyond the horizon now was
+    beyond it when it was armed, and fires later. (A retried write whose reply was lost is its own
+    `previous`: what it replaced is unknown, and either guess costs at most a refused request.)"""
+    return previous.pending and previous.due is not None and triggers.route(previous.due, now) is Armed.SCHEDULE
 
 
 def _may_have_schedule(previous: Instance, now: datetime) -> bool:
