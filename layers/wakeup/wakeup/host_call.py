@@ -210,6 +210,8 @@ def _connect_to_checked(connection: Any, addresses: Sequence[str], deadline: _De
 
 
 class _PinnedHTTPConnection(HTTPConnection):
+    """A connection only to the addresses checked before it: the host name is not resolved again."""
+
     def __init__(self, *args: Any, addresses: Sequence[str], deadline: _Deadline, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.checked_addresses = tuple(addresses)
@@ -220,17 +222,9 @@ class _PinnedHTTPConnection(HTTPConnection):
         return _connect_to_checked(self, self.checked_addresses, self.deadline)
 
 
-class _PinnedHTTPSConnection(HTTPSConnection):
-    # TLS goes over the pinned socket with server_hostname = the host name: SNI and the
-    # certificate check are the host name's, as without pinning.
-    def __init__(self, *args: Any, addresses: Sequence[str], deadline: _Deadline, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.checked_addresses = tuple(addresses)
-        self.deadline = deadline
-        deadline.connections.append(self)
-
-    def _new_conn(self) -> socket.socket:
-        return _connect_to_checked(self, self.checked_addresses, self.deadline)
+class _PinnedHTTPSConnection(_PinnedHTTPConnection, HTTPSConnection):
+    """As `_PinnedHTTPConnection`, with TLS over the pinned socket: its `server_hostname` is the host
+    name, so SNI and the certificate check are the host name's, as without pinning."""
 
 
 class _PinnedHTTPPool(urllib3.HTTPConnectionPool):
