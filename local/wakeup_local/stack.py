@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from wakeup.addresses import LOOPBACK_CIDRS
+from wakeup_awsfacts.quotas import SCHEDULER_WINDOW_S
 from wakeup_awsfacts.template import Resolver, TemplateError, load_template
 from wakeup_local.async_invoke import AsyncInvoker, Attempt, event_invoke_configs
 from wakeup_local.aws import AwsClients, make_clients
@@ -78,6 +79,26 @@ def check_wakeup_settings(specs: list[FunctionSpec]) -> None:
     for spec in specs:
         if "WAKEUP_TABLE" in spec.environment:
             load_settings(spec.environment)
+
+
+def late_schedules_warning(specs: list[FunctionSpec], exact: bool) -> str | None:
+    """What to tell a developer whose schedules fire within their minute (as AWS's do, unless
+    `WAKEUP_LOCAL_EXACT_SCHEDULES=1`) with a lead shorter than that minute: a wake through the
+    Scheduler may then be called up to a minute late. template.yaml allows no lead under 30 s."""
+    from wakeup.settings import load_settings
+
+    if exact:
+        return None
+    for spec in specs:
+        if "WAKEUP_TABLE" in spec.environment:
+            lead_s = load_settings(spec.environment).schedule_lead_s
+            if lead_s < SCHEDULER_WINDOW_S:
+                return (
+                    f"WAKEUP_SCHEDULE_LEAD_S={lead_s} is shorter than the minute within which a schedule"
+                    f" fires: a wake through the Scheduler may be called up to {SCHEDULER_WINDOW_S - lead_s:.0f} s"
+                    f" late; set {EXACT_SCHEDULES_ENV}=1 to fire schedules on time"
+                )
+    return None
 
 
 def _truthy(value: str | None) -> bool:
@@ -246,6 +267,9 @@ class LocalStack:
         mappings = create_mappings(template, resolver, self._clients)
         specs = function_specs(template, resolver, settings_env)
         check_wakeup_settings(specs)
+        late = late_schedules_warning(specs, exact=_truthy(settings_env.get(EXACT_SCHEDULES_ENV)))
+        if late is not None:
+            log.warning(late)
         self.functions = make_functions(
             specs,
             region=self.region,

@@ -3,12 +3,13 @@
 import random
 import re
 
+import pytest
 import requests
 from localstack_helpers import FIXTURE_TEMPLATE, ROOT
 
 from wakeup_awsfacts.template import Resolver, load_template
 from wakeup_local.functions import FunctionSpec, function_specs
-from wakeup_local.stack import LocalStack
+from wakeup_local.stack import LocalStack, late_schedules_warning
 
 
 def specs_by_id(process_env: dict[str, str]) -> tuple[Resolver, dict[str, FunctionSpec]]:
@@ -117,3 +118,34 @@ def test_every_function_leaves_tracing_off_unless_the_tracing_parameter_is_activ
         resolver = Resolver(template, "tstack", parameter_overrides=overrides, rng=random.Random(3))
         specs = function_specs(template, resolver, {})
         assert {spec.environment["POWERTOOLS_TRACE_DISABLED"] for spec in specs} == {expected}
+
+
+def template_specs(process_env: dict[str, str]) -> list[FunctionSpec]:
+    template = load_template(ROOT / "template.yaml")
+    resolver = Resolver(template, "wstack", endpoint_url="http://127.0.0.1:1", rng=random.Random(3))
+    return function_specs(template, resolver, process_env)
+
+
+@pytest.mark.parametrize(
+    ("lead_s", "late_s"),
+    [("2", "58"), ("59", "1")],
+)
+def test_a_schedule_lead_under_schedulers_minute_warns_that_its_wakes_may_be_late(lead_s: str, late_s: str) -> None:
+    specs = template_specs({"WAKEUP_SQS_HORIZON_S": "300", "WAKEUP_SCHEDULE_LEAD_S": lead_s})
+    warning = late_schedules_warning(specs, exact=False)
+    assert warning is not None
+    assert f"WAKEUP_SCHEDULE_LEAD_S={lead_s} " in warning
+    assert f"up to {late_s} s late" in warning
+    assert "WAKEUP_LOCAL_EXACT_SCHEDULES=1" in warning
+
+
+@pytest.mark.parametrize(
+    ("settings", "exact"),
+    [
+        ({}, False),  # template.yaml's lead, 90 s
+        ({"WAKEUP_SCHEDULE_LEAD_S": "60"}, False),
+        ({"WAKEUP_SQS_HORIZON_S": "5", "WAKEUP_SCHEDULE_LEAD_S": "2"}, True),  # fired on time
+    ],
+)
+def test_a_lead_of_a_minute_or_more_or_exact_schedules_warn_of_nothing(settings: dict[str, str], exact: bool) -> None:
+    assert late_schedules_warning(template_specs(settings), exact=exact) is None
