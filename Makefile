@@ -26,12 +26,14 @@ export SAM_CLI_TELEMETRY := 0
 # here writes the cache, into .venv and the checkout's __pycache__ folders (ignored by git).
 unexport PYTHONDONTWRITEBYTECODE
 
+# Said on stderr, as pip's own messages are: `make run`'s stdout holds only the stack's lines.
 $(STAMP): pyproject.toml client/pyproject.toml
-	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "wakeup needs Python 3.11 or newer: set PYTHON=" or 0)'
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet --no-compile -e '.[dev]' -e ./client
-	touch $@
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "wakeup needs Python 3.11 or newer: set PYTHON=" or 0)'
+	@echo "make: installing wakeup and its tools into $(VENV) with $(PYTHON)" >&2
+	@$(PYTHON) -m venv $(VENV) >&2
+	@$(BIN)/pip install --quiet --upgrade pip >&2
+	@$(BIN)/pip install --quiet --no-compile -e '.[dev]' -e ./client >&2
+	@touch $@
 
 run: $(STAMP)
 	@$(BIN)/wakeup-local --port $(PORT)
