@@ -436,8 +436,12 @@ def _json_object(body: bytes) -> Json:
         value = json.loads(text, parse_constant=_refuse_constant)
     except RecursionError as exc:
         raise _Refusal(400, _TOO_DEEP) from exc
-    except ValueError as exc:
-        raise _Refusal(400, "the body must be a JSON object") from exc
+    except json.JSONDecodeError as exc:
+        if not text.strip():
+            raise _Refusal(400, "the body must be a JSON object") from exc
+        raise _Refusal(400, f"the body is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from exc
+    except ValueError as exc:  # NaN or Infinity (`_refuse_constant`)
+        raise _Refusal(400, f"the body is not valid JSON: {exc}") from exc
     if not isinstance(value, dict):
         raise _Refusal(400, "the body must be a JSON object")
     level: list[Any] = [value]

@@ -21,7 +21,6 @@ from wakeup.tokens import TokenKind, mint
 
 NOT_UTF8 = "the body must be JSON encoded in UTF-8"
 TOO_DEEP = "the body is nested deeper than 8 levels, deeper than any valid request"
-NOT_OBJECT = "the body must be a JSON object"
 SURROGATE = "the body holds a lone UTF-16 surrogate (such as \\ud800), which is no character"
 BAD_LIMIT = "limit must be a whole number from 1 to 100"
 BAD_CURSOR = "cursor is not one this service gave for this listing; start without it"
@@ -111,8 +110,9 @@ def test_json_nested_deeper_than_any_valid_body_is_400(caller: Caller, route: st
 def test_nan_and_infinity_are_not_json(caller: Caller, constant: str) -> None:
     body = f'{{"url": "http://127.0.0.1:9/x", "token": "{mint(TokenKind.INSTANCE)}", "n": {constant}}}'.encode()
 
-    refused(caller.send("POST", "/wakeup/instances", body), 400, NOT_OBJECT)
-    refused(caller.send("PUT", "/wakeup/wake", f'{{"at": {constant}}}'.encode(), instance=True), 400, NOT_OBJECT)
+    not_json = f"the body is not valid JSON: {constant} is not JSON"
+    refused(caller.send("POST", "/wakeup/instances", body), 400, not_json)
+    refused(caller.send("PUT", "/wakeup/wake", f'{{"at": {constant}}}'.encode(), instance=True), 400, not_json)
 
 
 def test_a_lone_surrogate_in_the_url_is_400_not_a_retry(caller: Caller) -> None:

@@ -132,10 +132,17 @@ def test_a_missing_or_wrongly_typed_field_is_400(api: Api, body: dict[str, Any],
     assert error_of(api.send("POST", "/wakeup/instances", json=body), 400) == says
 
 
-@pytest.mark.parametrize("raw", ["[1, 2]", '"url"', "null", "{not json", ""])
+@pytest.mark.parametrize("raw", ["[1, 2]", '"url"', "null", ""])
 def test_a_body_that_is_not_a_json_object_is_400(api: Api, raw: str) -> None:
     reply = api.send("POST", "/wakeup/instances", data=raw, headers={"Content-Type": "application/json"})
     assert error_of(reply, 400) == "the body must be a JSON object"
+
+
+def test_a_body_that_is_not_json_is_400_saying_where(api: Api) -> None:
+    reply = api.send("POST", "/wakeup/instances", data="{not json", headers={"Content-Type": "application/json"})
+    assert error_of(reply, 400) == (
+        "the body is not valid JSON: Expecting property name enclosed in double quotes at line 1, column 2"
+    )
 
 
 def test_a_body_over_16_kib_is_refused(api: Api) -> None:

@@ -111,7 +111,22 @@ def test_json_nested_as_deep_as_allowed_is_read(account: str) -> None:
 def test_nan_and_infinity_are_not_json(instance_token: str, body: str) -> None:
     reply = wake(api_event(PUT_WAKE, token=instance_token, body=body))
 
-    assert (reply.status, reply.error) == (400, NOT_OBJECT)
+    constant = body.removeprefix('{"at": ').removesuffix("}")
+    assert (reply.status, reply.error) == (400, f"the body is not valid JSON: {constant} is not JSON")
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ('{"at": ', "Expecting value at line 1, column 8"),
+        ('{"at": "2030-01-01T00:00:00Z",}', "Expecting property name enclosed in double quotes at line 1, column 31"),
+        ('{"at": "2030-01-01T00:00:00Z"}\n{}', "Extra data at line 2, column 1"),
+    ],
+)
+def test_a_body_that_is_not_json_says_where_it_stops_being_json(instance_token: str, body: str, says: str) -> None:
+    reply = wake(api_event(PUT_WAKE, token=instance_token, body=body))
+
+    assert (reply.status, reply.error) == (400, f"the body is not valid JSON: {says}")
 
 
 def test_a_lone_surrogate_is_400_not_a_retry(env: Deployed, account: str) -> None:

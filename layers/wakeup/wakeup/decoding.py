@@ -25,12 +25,22 @@ def decode_object(raw: bytes, what: str = "the body") -> dict[str, Any]:
         value = json.loads(text, parse_constant=_refuse_constant)
     except RecursionError:
         raise BadRequestError(_too_deep(what)) from None
-    except ValueError:
-        raise BadRequestError(f"{what} must be a JSON object") from None
+    except json.JSONDecodeError as exc:
+        raise BadRequestError(_not_json(what, text, exc)) from None
+    except ValueError as exc:  # NaN or Infinity, which JSON does not have (`_refuse_constant`)
+        raise BadRequestError(f"{what} is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise BadRequestError(f"{what} must be a JSON object")
     _check(value, what)
     return value
+
+
+def _not_json(what: str, text: str, exc: json.JSONDecodeError) -> str:
+    """Where the text stops being JSON, in the parser's words (never the text itself): an empty body
+    is simply not the object asked for."""
+    if not text.strip():
+        return f"{what} must be a JSON object"
+    return f"{what} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
 
 
 def _refuse_constant(name: str) -> Any:
