@@ -23,6 +23,7 @@ import io
 import json
 import re
 import secrets
+import sys
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -439,9 +440,13 @@ def _json_object(body: bytes) -> Json:
     except json.JSONDecodeError as exc:
         if not text.strip():
             raise _Refusal(400, "the body must be a JSON object") from exc
-        raise _Refusal(400, f"the body is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from exc
-    except ValueError as exc:  # NaN or Infinity (`_refuse_constant`)
-        raise _Refusal(400, f"the body is not valid JSON: {exc}") from exc
+        raise _Refusal(
+            400, f"the body is not valid JSON: its first error is at line {exc.lineno}, column {exc.colno}"
+        ) from exc
+    except _NotAJsonValue as exc:
+        raise _Refusal(400, f"the body is not valid JSON: {exc} is no JSON value") from exc
+    except ValueError as exc:  # a whole number of more digits than Python converts
+        raise _Refusal(400, f"the body holds a number of more than {sys.get_int_max_str_digits()} digits") from exc
     if not isinstance(value, dict):
         raise _Refusal(400, "the body must be a JSON object")
     level: list[Any] = [value]
@@ -464,8 +469,12 @@ def _json_object(body: bytes) -> Json:
 _TOO_DEEP = f"the body is nested deeper than {MAX_JSON_DEPTH} levels, deeper than any valid request"
 
 
+class _NotAJsonValue(ValueError):
+    """NaN, Infinity or -Infinity, which Python's parser reads and JSON does not have."""
+
+
 def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    raise _NotAJsonValue(name)
 
 
 def _is_text(value: str) -> bool:

@@ -1,8 +1,8 @@
 """`wakeup-local`: runs the local stack until Ctrl-C or SIGTERM.
 
-Prints exactly five `NAME=value` lines on stdout (the service's URL, a first account's token, and
-what `wakeup-admin` and boto3 need to reach the local AWS), then closes stdout: from then on
-everything, the handlers' own logs included, goes to stderr.
+Prints exactly seven `NAME=value` lines on stdout (the service's URL, a first account's token and
+signing secret, and what `wakeup-admin` and boto3 need to reach the local AWS), then closes stdout:
+from then on everything, the handlers' own logs included, goes to stderr.
 """
 
 from __future__ import annotations

@@ -110,7 +110,7 @@ def test_json_nested_deeper_than_any_valid_body_is_400(caller: Caller, route: st
 def test_nan_and_infinity_are_not_json(caller: Caller, constant: str) -> None:
     body = f'{{"url": "http://127.0.0.1:9/x", "token": "{mint(TokenKind.INSTANCE)}", "n": {constant}}}'.encode()
 
-    not_json = f"the body is not valid JSON: {constant} is not JSON"
+    not_json = f"the body is not valid JSON: {constant} is no JSON value"
     refused(caller.send("POST", "/wakeup/instances", body), 400, not_json)
     refused(caller.send("PUT", "/wakeup/wake", f'{{"at": {constant}}}'.encode(), instance=True), 400, not_json)
 

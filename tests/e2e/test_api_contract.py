@@ -140,9 +140,7 @@ def test_a_body_that_is_not_a_json_object_is_400(api: Api, raw: str) -> None:
 
 def test_a_body_that_is_not_json_is_400_saying_where(api: Api) -> None:
     reply = api.send("POST", "/wakeup/instances", data="{not json", headers={"Content-Type": "application/json"})
-    assert error_of(reply, 400) == (
-        "the body is not valid JSON: Expecting property name enclosed in double quotes at line 1, column 2"
-    )
+    assert error_of(reply, 400) == "the body is not valid JSON: its first error is at line 1, column 2"
 
 
 def test_a_body_over_16_kib_is_refused(api: Api) -> None:

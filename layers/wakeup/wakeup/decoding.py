@@ -7,6 +7,7 @@ an exception that would reach a 5xx.
 """
 
 import json
+import sys
 from typing import Any
 
 from wakeup.errors import BadRequestError
@@ -27,8 +28,10 @@ def decode_object(raw: bytes, what: str = "the body") -> dict[str, Any]:
         raise BadRequestError(_too_deep(what)) from None
     except json.JSONDecodeError as exc:
         raise BadRequestError(_not_json(what, text, exc)) from None
-    except ValueError as exc:  # NaN or Infinity, which JSON does not have (`_refuse_constant`)
-        raise BadRequestError(f"{what} is not valid JSON: {exc}") from None
+    except _NotAJsonValue as exc:
+        raise BadRequestError(f"{what} is not valid JSON: {exc} is no JSON value") from None
+    except ValueError:  # a whole number of more digits than Python converts
+        raise BadRequestError(f"{what} holds a number of more than {sys.get_int_max_str_digits()} digits") from None
     if not isinstance(value, dict):
         raise BadRequestError(f"{what} must be a JSON object")
     _check(value, what)
@@ -36,15 +39,20 @@ def decode_object(raw: bytes, what: str = "the body") -> dict[str, Any]:
 
 
 def _not_json(what: str, text: str, exc: json.JSONDecodeError) -> str:
-    """Where the text stops being JSON, in the parser's words (never the text itself): an empty body
-    is simply not the object asked for."""
+    """Where the text stops being JSON, in words of our own: the parser's own vary with Python's
+    version (Lambda's is not every client's), and its position is all a sender needs. An empty
+    body is simply not the object asked for."""
     if not text.strip():
         return f"{what} must be a JSON object"
-    return f"{what} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+    return f"{what} is not valid JSON: its first error is at line {exc.lineno}, column {exc.colno}"
+
+
+class _NotAJsonValue(ValueError):
+    """NaN, Infinity or -Infinity, which Python's parser reads and JSON does not have."""
 
 
 def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    raise _NotAJsonValue(name)
 
 
 def _too_deep(what: str) -> str:
