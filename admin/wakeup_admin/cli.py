@@ -65,26 +65,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     topics = parser.add_subparsers(dest="topic", required=True)
 
-    accounts = topics.add_parser("accounts", help="mint, list and revoke accounts").add_subparsers(
-        dest="action", required=True
-    )
+    accounts = topics.add_parser(
+        "accounts", help="mint, list, revoke and limit accounts, and rotate their signing secrets"
+    ).add_subparsers(dest="action", required=True)
     accounts.add_parser("mint", help="mint an account; its token and signing secret are printed once").add_argument(
         "--label", required=True, help="whose account it is"
     )
     accounts.add_parser("list", help="every account")
-    accounts.add_parser("revoke", help="revoke an account and its instances' tokens").add_argument("id")
+    accounts.add_parser("revoke", help="revoke an account and its instances' tokens").add_argument(
+        "id", help="the account's id (accounts list)"
+    )
     rotate = accounts.add_parser(
         "rotate-signing-secret", help="a new signing secret; the old one keeps signing for the overlap"
     )
-    rotate.add_argument("id")
+    rotate.add_argument("id", help="the account's id (accounts list)")
     rotate.add_argument(
         "--overlap",
         type=_duration,
         default=_duration(DEFAULT_OVERLAP),
-        help=f"how long the old secret keeps signing beside the new one (default {DEFAULT_OVERLAP})",
+        help=f"how long the old secret keeps signing beside the new one: 90s, 30m, 24h, 7d (default {DEFAULT_OVERLAP})",
     )
     limit = accounts.add_parser("limit", help="set how many instances an account may hold")
-    limit.add_argument("id")
+    limit.add_argument("id", help="the account's id (accounts list)")
     chosen = limit.add_mutually_exclusive_group(required=True)
     chosen.add_argument("--max-instances", type=_positive, help="the account's own limit")
     chosen.add_argument("--default", action="store_true", help="the service's limit again")
@@ -93,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
         dest="action", required=True
     )
     instances.add_parser("list", help="instances, of one account or all").add_argument("--account")
-    instances.add_parser("show", help="one instance").add_argument("id")
+    instances.add_parser("show", help="one instance").add_argument("id", help="the instance's id")
 
     wakes = topics.add_parser("wakes", help="wakes that need attention").add_subparsers(dest="action", required=True)
     wakes.add_parser("failing", help="pending wakes whose last call failed")
@@ -184,7 +186,11 @@ def run(args: argparse.Namespace) -> int:
         case "accounts", "rotate-signing-secret":
             rotated = rotate_signing_secret(store, _keys(args), args.id, args.overlap) if is_id(args.id) else None
             if rotated is None:
-                print(f"wakeup-admin: no live account {args.id}, or it was rotated meanwhile", file=sys.stderr)
+                print(
+                    f"wakeup-admin: no live account {args.id} (none by that id, or revoked), or it was rotated"
+                    " meanwhile",
+                    file=sys.stderr,
+                )
                 return 1
             account, secret = rotated
             until = account.signing.previous_until
