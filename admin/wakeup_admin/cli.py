@@ -166,6 +166,8 @@ def run(args: argparse.Namespace) -> int:
     store = DynamoStore(args.table)
     match args.topic, args.action:
         case "accounts", "mint":
+            if not args.label.strip():
+                raise UsageError("--label must say whose account it is; it was empty")
             keys = _keys(args)  # before minting: an account whose secret cannot be shown is no use
             account, token = mint_account(store, args.label)
             print(
@@ -178,11 +180,20 @@ def run(args: argparse.Namespace) -> int:
         case "accounts", "list":
             _rows(["ID", "LABEL", "CREATED", "REVOKED", "INSTANCES", "LIMIT"], map(_account_row, store.list_accounts()))
         case "accounts", "revoke":
-            revoked = revoke_account(store, args.id) if is_id(args.id) else None
+            # Revoked before, it is revoked again all the same: that finishes a revocation whose
+            # instances were not all listed yet (wakeup.logic.accounts.revoke_account).
+            before = store.get_account(args.id) if is_id(args.id) else None
+            revoked = revoke_account(store, args.id) if before is not None else None
             if revoked is None:
                 print(f"wakeup-admin: no account {args.id}", file=sys.stderr)
                 return 1
-            print(f"revoked account {revoked.id} ({revoked.label}) and its instances' tokens")
+            if before is not None and before.revoked_at is not None:
+                print(
+                    f"account {revoked.id} ({revoked.label}) was revoked already, at {format_time(before.revoked_at)};"
+                    " its instances' tokens are revoked too"
+                )
+            else:
+                print(f"revoked account {revoked.id} ({revoked.label}) and its instances' tokens")
         case "accounts", "rotate-signing-secret":
             rotated = rotate_signing_secret(store, _keys(args), args.id, args.overlap) if is_id(args.id) else None
             if rotated is None:
@@ -205,11 +216,19 @@ def run(args: argparse.Namespace) -> int:
             if changed is None:
                 print(f"wakeup-admin: no account {args.id}", file=sys.stderr)
                 return 1
-            shown = changed.max_instances if changed.max_instances is not None else "the service's default"
-            print(
-                f"account {changed.id} ({changed.label}) may hold {shown} instances; it holds {changed.instance_count}"
+            shown = (
+                f"{changed.max_instances} instances"
+                if changed.max_instances is not None
+                else "the service's default number of instances (WAKEUP_MAX_INSTANCES_PER_ACCOUNT)"
             )
+            held = f"it holds {changed.instance_count}"
+            if changed.max_instances is not None and changed.instance_count > changed.max_instances:
+                held += ", more: it keeps them, and registers no new one until it holds fewer"
+            print(f"account {changed.id} ({changed.label}) may hold {shown}; {held}")
         case "instances", "list":
+            if args.account is not None and (not is_id(args.account) or store.get_account(args.account) is None):
+                print(f"wakeup-admin: no account {args.account}", file=sys.stderr)
+                return 1
             _rows(INSTANCE_HEADER, map(_instance_row, _instances(store, args.account)))
         case "instances", "show":
             instance = store.get_instance(args.id) if is_id(args.id) else None

@@ -197,3 +197,46 @@ def test_the_local_stack_needs_no_aws_credentials(stack: Any) -> None:
     # then the local stack answers
     assert result.returncode == 0, result.stderr
     assert "ID" in result.stdout.splitlines()[0]
+
+
+def test_revoking_an_account_again_says_it_was_revoked_already(stack: Any) -> None:
+    admin(stack, "accounts", "mint", "--label", "revoked-twice")
+    account_id = id_of_account(stack, "revoked-twice")
+    first = admin(stack, "accounts", "revoke", account_id)
+    assert first.returncode == 0 and first.stdout.startswith("revoked account")
+
+    again = admin(stack, "accounts", "revoke", account_id)
+
+    assert again.returncode == 0, again.stderr
+    assert f"account {account_id} (revoked-twice) was revoked already, at " in again.stdout
+
+
+def test_a_limit_below_what_an_account_holds_says_it_keeps_them(stack: Any) -> None:
+    token = admin(stack, "accounts", "mint", "--label", "over-limit").stdout.splitlines()[0]
+    for _ in range(2):
+        posted = requests.post(
+            f"{stack.url}/wakeup/instances",
+            json={"url": "http://h.test", "token": mint(TokenKind.INSTANCE)},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=10,
+        )
+        assert posted.status_code == 201, posted.text
+
+    limited = admin(stack, "accounts", "limit", id_of_account(stack, "over-limit"), "--max-instances", "1")
+
+    assert limited.returncode == 0, limited.stderr
+    assert "may hold 1 instances; it holds 2, more: it keeps them, and registers no new one" in limited.stdout
+
+
+def test_minting_an_account_with_an_empty_label_is_a_usage_error(stack: Any) -> None:
+    result = admin(stack, "accounts", "mint", "--label", " ")
+
+    assert (result.returncode, result.stdout) == (2, "")
+    assert "--label must say whose account it is" in result.stderr
+
+
+def test_listing_the_instances_of_an_unknown_account_fails_clearly(stack: Any) -> None:
+    for unknown in ("0b7e1f0e-6f43-4c5e-9d55-3b1f6d3c2a10", "not-an-id"):
+        result = admin(stack, "instances", "list", "--account", unknown)
+        assert (result.returncode, result.stdout) == (1, "")
+        assert f"no account {unknown}" in result.stderr
