@@ -217,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"wakeup-admin: no account {args.id}", file=sys.stderr)
                 return 1
             shown = (
-                f"{changed.max_instances} instances"
+                f"{changed.max_instances} instance{'' if changed.max_instances == 1 else 's'}"
                 if changed.max_instances is not None
                 else "the service's default number of instances (WAKEUP_MAX_INSTANCES_PER_ACCOUNT)"
             )

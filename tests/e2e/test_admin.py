@@ -225,7 +225,7 @@ def test_a_limit_below_what_an_account_holds_says_it_keeps_them(stack: Any) -> N
     limited = admin(stack, "accounts", "limit", id_of_account(stack, "over-limit"), "--max-instances", "1")
 
     assert limited.returncode == 0, limited.stderr
-    assert "may hold 1 instances; it holds 2, more: it keeps them, and registers no new one" in limited.stdout
+    assert "may hold 1 instance; it holds 2, more: it keeps them, and registers no new one" in limited.stdout
 
 
 def test_minting_an_account_with_an_empty_label_is_a_usage_error(stack: Any) -> None:
