@@ -43,17 +43,26 @@ sys.stdout.buffer.write(pickle.dumps((files, figures)))
 """
 
 
-def _simulate(path_first: list[Path]) -> tuple[dict[str, str], list[dict[str, Any]]]:
-    done = subprocess.run(
+def _start(path_first: list[Path]) -> "subprocess.Popen[bytes]":
+    """The runner, started on CHOSEN with `path_first` before the checkout on its path."""
+    runner = subprocess.Popen(
         [sys.executable, "-c", RUNNER, str(ROOT / "template.yaml")],
-        input=pickle.dumps((HOT_MODULES, CHOSEN)),
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         env={"PYTHONPATH": ":".join(str(p) for p in [*path_first, ROOT]), "PATH": "/usr/bin:/bin"},
-        check=False,
-        timeout=600,
     )
-    assert done.returncode == 0, done.stderr.decode()
-    files, figures = pickle.loads(done.stdout)
+    assert runner.stdin is not None
+    runner.stdin.write(pickle.dumps((HOT_MODULES, CHOSEN)))  # a few KB: within the pipe's buffer
+    runner.stdin.close()
+    runner.stdin = None  # written and closed: `communicate` has only to read
+    return runner
+
+
+def _simulated(runner: "subprocess.Popen[bytes]") -> tuple[dict[str, str], list[dict[str, Any]]]:
+    out, err = runner.communicate(timeout=600)
+    assert runner.returncode == 0, err.decode()
+    files, figures = pickle.loads(out)
     return files, figures
 
 
@@ -64,15 +73,23 @@ def _build(target: Path) -> None:
 
 
 def test_compiled_scenarios_give_every_figure_the_python_ones_give(tmp_path: Path) -> None:
-    # One test, so that the build (20 s of CPU) is made once, whichever worker runs it.
-    native = tmp_path / "sim"
-    _build(native)
-    compiled = sorted(
-        ".".join(p.relative_to(native).with_suffix("").with_suffix("").parts) for p in native.glob("wakeup_*/*.so")
-    )
-    assert compiled == sorted(HOT_MODULES)
-    native_files, native_figures = _simulate([native])
-    python_files, python_figures = _simulate([])
+    # One test, so that the build (20 s of CPU) is made once, whichever worker runs it. The Python
+    # modules' run needs no build: it runs meanwhile, on a core the build may leave idle.
+    with _start([]) as python_runner:  # its pipes closed and it waited for, whatever happens
+        try:
+            native = tmp_path / "sim"
+            _build(native)
+            compiled = sorted(
+                ".".join(p.relative_to(native).with_suffix("").with_suffix("").parts)
+                for p in native.glob("wakeup_*/*.so")
+            )
+            assert compiled == sorted(HOT_MODULES)
+            with _start([native]) as native_runner:
+                native_files, native_figures = _simulated(native_runner)
+            python_files, python_figures = _simulated(python_runner)
+        except BaseException:
+            python_runner.kill()  # the build or the compiled run failed: its result is not wanted
+            raise
     assert all(f.endswith(".so") for f in native_files.values()), native_files
     assert not any(f.endswith(".so") for f in python_files.values()), python_files
     assert len(native_figures) == len(CHOSEN)
