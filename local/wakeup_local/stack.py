@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from wakeup.addresses import LOOPBACK_CIDRS
 from wakeup_awsfacts.quotas import SCHEDULER_WINDOW_S
@@ -37,6 +37,9 @@ from wakeup_local.scheduler import RecurringRunner, ScheduleWatcher, recurring_s
 from wakeup_local.sqs_poller import SqsPoller, event_sources
 from wakeup_local.sqs_scaling import Counters
 from wakeup_local.throttling import api_throttles, route_buckets
+
+if TYPE_CHECKING:
+    from wakeup.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -70,34 +73,30 @@ def mint_with_wakeup(clients: AwsClients, table_name: str, label: str) -> str:
     return token
 
 
-def check_wakeup_settings(specs: list[FunctionSpec]) -> None:
+def check_wakeup_settings(specs: list[FunctionSpec]) -> list[Settings]:
     """Refuses settings the service's functions would refuse at their init (`SettingsError`), so
-    the stack stops at start with the reason rather than serving 500s. Functions without
-    `WAKEUP_TABLE` are not the service's (a test template's) and are left alone."""
+    the stack stops at start with the reason rather than serving 500s; returns each service
+    function's settings. Functions without `WAKEUP_TABLE` are not the service's (a test template's)
+    and are left alone."""
     from wakeup.settings import load_settings
 
-    for spec in specs:
-        if "WAKEUP_TABLE" in spec.environment:
-            load_settings(spec.environment)
+    return [load_settings(spec.environment) for spec in specs if "WAKEUP_TABLE" in spec.environment]
 
 
-def late_schedules_warning(specs: list[FunctionSpec], exact: bool) -> str | None:
+def late_schedules_warning(settings: list[Settings], exact: bool) -> str | None:
     """What to tell a developer whose schedules fire within their minute (as AWS's do, unless
     `WAKEUP_LOCAL_EXACT_SCHEDULES=1`) with a lead shorter than that minute: a wake through the
     Scheduler may then be called up to a minute late. template.yaml allows no lead under 30 s."""
-    from wakeup.settings import load_settings
-
     if exact:
         return None
-    for spec in specs:
-        if "WAKEUP_TABLE" in spec.environment:
-            lead_s = load_settings(spec.environment).schedule_lead_s
-            if lead_s < SCHEDULER_WINDOW_S:
-                return (
-                    f"WAKEUP_SCHEDULE_LEAD_S={lead_s} is shorter than the minute within which a schedule"
-                    f" fires: a wake through the Scheduler may be called up to {SCHEDULER_WINDOW_S - lead_s:.0f} s"
-                    f" late; set {EXACT_SCHEDULES_ENV}=1 to fire schedules on time"
-                )
+    for each in settings:
+        if each.schedule_lead_s < SCHEDULER_WINDOW_S:
+            return (
+                f"WAKEUP_SCHEDULE_LEAD_S={each.schedule_lead_s} is shorter than the minute within which a"
+                f" schedule fires: a wake through the Scheduler may be called up to"
+                f" {SCHEDULER_WINDOW_S - each.schedule_lead_s:.0f} s late; set {EXACT_SCHEDULES_ENV}=1 to fire"
+                " schedules on time"
+            )
     return None
 
 
@@ -266,8 +265,9 @@ class LocalStack:
         # Before the functions' variables are resolved: the planner's names the caller's mapping.
         mappings = create_mappings(template, resolver, self._clients)
         specs = function_specs(template, resolver, settings_env)
-        check_wakeup_settings(specs)
-        late = late_schedules_warning(specs, exact=_truthy(settings_env.get(EXACT_SCHEDULES_ENV)))
+        late = late_schedules_warning(
+            check_wakeup_settings(specs), exact=_truthy(settings_env.get(EXACT_SCHEDULES_ENV))
+        )
         if late is not None:
             log.warning(late)
         self.functions = make_functions(

@@ -9,7 +9,7 @@ from localstack_helpers import FIXTURE_TEMPLATE, ROOT
 
 from wakeup_awsfacts.template import Resolver, load_template
 from wakeup_local.functions import FunctionSpec, function_specs
-from wakeup_local.stack import LocalStack, late_schedules_warning
+from wakeup_local.stack import LocalStack, check_wakeup_settings, late_schedules_warning
 
 
 def specs_by_id(process_env: dict[str, str]) -> tuple[Resolver, dict[str, FunctionSpec]]:
@@ -132,7 +132,7 @@ def template_specs(process_env: dict[str, str]) -> list[FunctionSpec]:
 )
 def test_a_schedule_lead_under_schedulers_minute_warns_that_its_wakes_may_be_late(lead_s: str, late_s: str) -> None:
     specs = template_specs({"WAKEUP_SQS_HORIZON_S": "300", "WAKEUP_SCHEDULE_LEAD_S": lead_s})
-    warning = late_schedules_warning(specs, exact=False)
+    warning = late_schedules_warning(check_wakeup_settings(specs), exact=False)
     assert warning is not None
     assert f"WAKEUP_SCHEDULE_LEAD_S={lead_s} " in warning
     assert f"up to {late_s} s late" in warning
@@ -148,4 +148,4 @@ def test_a_schedule_lead_under_schedulers_minute_warns_that_its_wakes_may_be_lat
     ],
 )
 def test_a_lead_of_a_minute_or_more_or_exact_schedules_warn_of_nothing(settings: dict[str, str], exact: bool) -> None:
-    assert late_schedules_warning(template_specs(settings), exact=exact) is None
+    assert late_schedules_warning(check_wakeup_settings(template_specs(settings)), exact=exact) is None
