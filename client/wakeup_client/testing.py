@@ -238,7 +238,7 @@ class FakeWakeupService:
         with self._lock:
             instance = self._instances.get(wake.instance_id)
             if instance is not None:
-                self._remember(instance, wake, moment, status, error)
+                _remember_call(instance, wake, moment, status, error)
             if instance is None or instance.at != wake.at or instance.url != wake.url or instance.next_call is None:
                 return False
             if status is not None and 200 <= status <= 299:
@@ -250,25 +250,6 @@ class FakeWakeupService:
                 instance.last_error = error if error is not None else f"HTTP {status}"
                 instance.next_call = moment + timedelta(seconds=backoff_s(instance.attempts))
             return True
-
-    @staticmethod
-    def _remember(instance: _Instance, wake: DueWake, moment: datetime, status: int | None, error: str | None) -> None:
-        """Keeps the call in the instance's history, as the service does (at most 100)."""
-        failed = (
-            error if error is not None else (None if status is not None and 200 <= status <= 299 else f"HTTP {status}")
-        )
-        call = {
-            "startedAt": format_time(moment),
-            "at": format_time(wake.at),
-            "attempt": wake.attempt,
-            "latenessMs": round((moment - wake.at).total_seconds() * 1000) if wake.attempt == 1 else None,
-            "durationMs": 0,
-            "status": status,
-            "error": failed,
-            "trigger": "queue",
-            "webhookId": wake.headers.get("webhook-id", f"wake_{wake.instance_id}_{instance.reg}_{wake.attempt - 1}"),
-        }
-        instance.history = [*instance.history, (moment, call)][-HISTORY_SIZE:]
 
     # --- the HTTP contract --------------------------------------------------------------------
 
@@ -287,33 +268,28 @@ class FakeWakeupService:
         self, method: str, path: str, query: dict[str, list[str]], headers: Mapping[str, str], body: bytes
     ) -> tuple[int, Json | None]:
         if path == "/wakeup/instances":
-            self._allow(method, "GET", "POST")
+            _allow(method, "GET", "POST")
             account = self._account(headers)
             if method == "POST":
                 return self._register(account, _json_object(body))
             return 200, self._list(account, query)
         if path == "/wakeup/wake":
-            self._allow(method, "PUT")
+            _allow(method, "PUT")
             return self._wake(self._instance_by_token(headers), _json_object(body))
         attempts = _ATTEMPTS_PATH.fullmatch(path)
         if attempts is not None:
-            self._allow(method, "GET")
+            _allow(method, "GET")
             return 200, self._attempts(self._owned(self._account(headers), unquote(attempts.group(1))), query)
         match = _INSTANCE_PATH.fullmatch(path)
         if match is None:
             raise _Refusal(404, f"there is no {path}: the routes are under /wakeup/instances and /wakeup/wake")
-        self._allow(method, "GET", "DELETE")
+        _allow(method, "GET", "DELETE")
         instance = self._owned(self._account(headers), unquote(match.group(1)))
         if method == "GET":
             return 200, instance.shown()
         del self._instances[instance.id]
         del self._instance_tokens[instance.token_hash]
         return 204, None
-
-    @staticmethod
-    def _allow(method: str, *allowed: str) -> None:
-        if method not in allowed:
-            raise _Refusal(405, f"this path answers {', '.join(allowed)}, not {method}", {"Allow": ", ".join(allowed)})
 
     def _token(self, headers: Mapping[str, str], kind: str) -> str:
         bearer = _BEARER.fullmatch(headers.get("Authorization", "").strip())
@@ -376,23 +352,18 @@ class FakeWakeupService:
 
     def _attempts(self, instance: _Instance, query: dict[str, list[str]]) -> Json:
         """The instance's calls of the last 7 days, newest first, a page at a time."""
-        limit = ",".join(query.get("limit", [str(MAX_PAGE_SIZE)]))
-        if not _LIMIT.fullmatch(limit) or not 1 <= int(limit) <= MAX_PAGE_SIZE:
-            raise _Refusal(400, f"limit must be a whole number from 1 to {MAX_PAGE_SIZE}")
+        limit = _page_limit(query)
         since = self._clock() - timedelta(days=HISTORY_DAYS)
         kept = [call for started, call in reversed(instance.history) if started >= since]
         cursor = ",".join(query.get("cursor", [])) or "0"
         if not cursor.isdigit() or int(cursor) > len(kept):
             raise _Refusal(400, "cursor is not one this service gave for this instance's attempts; start without it")
-        start, size = int(cursor), int(limit)
+        start, size = int(cursor), limit
         more = start + size < len(kept)
         return {"attempts": kept[start : start + size], "next": str(start + size) if more else None}
 
     def _list(self, account: _Account, query: dict[str, list[str]]) -> Json:
-        # API Gateway hands a repeated parameter over joined with commas.
-        limit = ",".join(query.get("limit", [str(MAX_PAGE_SIZE)]))
-        if not _LIMIT.fullmatch(limit) or not 1 <= int(limit) <= MAX_PAGE_SIZE:
-            raise _Refusal(400, f"limit must be a whole number from 1 to {MAX_PAGE_SIZE}")
+        limit = _page_limit(query)
         cursor = ",".join(query.get("cursor", [])) or "0"
         if not cursor.isdigit():
             raise _Refusal(400, "cursor is not one this service gave for this listing; start without it")
@@ -401,7 +372,7 @@ class FakeWakeupService:
             (i for i in self._instances.values() if i.account_id == account.id and i.seq > after),
             key=lambda i: i.seq,
         )
-        page = mine[: int(limit)]
+        page = mine[:limit]
         more = len(mine) > len(page)
         return {"instances": [i.shown() for i in page], "next": str(page[-1].seq) if more else None}
 
@@ -419,6 +390,36 @@ class FakeWakeupService:
         instance.at = instance.next_call = moment
         instance.reg = uuid.uuid4().hex
         return 204, None
+
+
+def _remember_call(instance: _Instance, wake: DueWake, moment: datetime, status: int | None, error: str | None) -> None:
+    """Keeps the call in the instance's history, as the service does (at most 100)."""
+    failed = error if error is not None else (None if status is not None and 200 <= status <= 299 else f"HTTP {status}")
+    call = {
+        "startedAt": format_time(moment),
+        "at": format_time(wake.at),
+        "attempt": wake.attempt,
+        "latenessMs": round((moment - wake.at).total_seconds() * 1000) if wake.attempt == 1 else None,
+        "durationMs": 0,
+        "status": status,
+        "error": failed,
+        "trigger": "queue",
+        "webhookId": wake.headers.get("webhook-id", f"wake_{wake.instance_id}_{instance.reg}_{wake.attempt - 1}"),
+    }
+    instance.history = [*instance.history, (moment, call)][-HISTORY_SIZE:]
+
+
+def _allow(method: str, *allowed: str) -> None:
+    if method not in allowed:
+        raise _Refusal(405, f"this path answers {', '.join(allowed)}, not {method}", {"Allow": ", ".join(allowed)})
+
+
+def _page_limit(query: dict[str, list[str]]) -> int:
+    """A listing's `limit` (API Gateway hands a repeated parameter over joined with commas)."""
+    limit = ",".join(query.get("limit", [str(MAX_PAGE_SIZE)]))
+    if not _LIMIT.fullmatch(limit) or not 1 <= int(limit) <= MAX_PAGE_SIZE:
+        raise _Refusal(400, f"limit must be a whole number from 1 to {MAX_PAGE_SIZE}")
+    return int(limit)
 
 
 # The service reads every body one way (its `wakeup.decoding`): UTF-8 strictly, JSON without NaN

@@ -100,6 +100,16 @@ def late_schedules_warning(settings: list[Settings], exact: bool) -> str | None:
     return None
 
 
+def service_table(specs: list[FunctionSpec], tables: set[str]) -> str:
+    """The service's table: the one the functions' `WAKEUP_TABLE` names, or the only one."""
+    named = {spec.environment["WAKEUP_TABLE"] for spec in specs if "WAKEUP_TABLE" in spec.environment}
+    if len(named) == 1 and named <= tables:
+        return named.pop()
+    if len(tables) == 1:
+        return tables.pop()
+    raise TemplateError("cannot tell the service's table: set WAKEUP_TABLE in Globals.Function")
+
+
 def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -278,7 +288,7 @@ class LocalStack:
             settings=settings_env,
         )
         self.functions.start()
-        self.table_name = self._find_table_name(specs_env=[spec.environment for spec in specs])
+        self.table_name = service_table(specs, set(self.resources.tables.values()))
 
         unbounded = _truthy(settings_env.get(UNBOUNDED_ENV))
         self._poller = SqsPoller(
@@ -327,16 +337,6 @@ class LocalStack:
         if self._first_account_label is not None:
             self.account_token = self.mint_account(self._first_account_label)
         log.info("local stack %s serving on %s", self.stack_name, self.url)
-
-    def _find_table_name(self, specs_env: list[dict[str, str]]) -> str:
-        """The service's table: the one the functions' `WAKEUP_TABLE` names, or the only one."""
-        named = {env["WAKEUP_TABLE"] for env in specs_env if "WAKEUP_TABLE" in env}
-        tables = set(self.resources.tables.values())
-        if len(named) == 1 and named <= tables:
-            return named.pop()
-        if len(tables) == 1:
-            return tables.pop()
-        raise TemplateError("cannot tell the service's table: set WAKEUP_TABLE in Globals.Function")
 
     def stop(self) -> None:
         """Stops everything that started, in reverse order; safe to call more than once."""
