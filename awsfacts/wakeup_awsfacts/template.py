@@ -344,12 +344,12 @@ class Resolver:
         return {key: item for key, item in resolved.items() if item is not NO_VALUE}
 
     def ref(self, name: str) -> Any:
-        pseudo = self._pseudo_parameter(name)
+        pseudo = _pseudo_parameter(name, self.stack_name, self.region, self.account_id)
         if pseudo is not None:
             return pseudo
         parameters = self.template.parameters
         if name in parameters:
-            return self._parameter(name, parameters[name])
+            return _parameter(name, parameters[name], self.parameter_overrides)
         if name in self._generated_mappings():
             # SAM makes an SQS event's mapping `<Function><Event>`, whose Ref is its UUID: the
             # local stack records it once the mapping exists in moto (wakeup_local.mappings).
@@ -393,33 +393,6 @@ class Resolver:
             self._conditions[name] = bool(self.resolve(conditions[name]))
         return self._conditions[name]
 
-    def _pseudo_parameter(self, name: str) -> Any:
-        values: dict[str, Any] = {
-            "AWS::StackName": self.stack_name,
-            "AWS::Region": self.region,
-            "AWS::AccountId": self.account_id,
-            "AWS::Partition": PARTITION,
-            "AWS::URLSuffix": "amazonaws.com",
-            "AWS::NoValue": NO_VALUE,
-            "AWS::NotificationARNs": [],
-            "AWS::StackId": (
-                f"arn:{PARTITION}:cloudformation:{self.region}:{self.account_id}:stack/{self.stack_name}/local"
-            ),
-        }
-        return values.get(name)
-
-    def _parameter(self, name: str, definition: Mapping[str, Any]) -> Any:
-        if name in self.parameter_overrides:
-            value: Any = self.parameter_overrides[name]
-        elif "Default" in definition:
-            value = definition["Default"]
-        else:
-            raise TemplateError(f"the parameter {name} has no default: give it a value")
-        parameter_type = str(definition.get("Type", "String"))
-        if parameter_type == "CommaDelimitedList" or parameter_type.startswith("List<"):
-            return value if isinstance(value, list) else [item.strip() for item in str(value).split(",")]
-        return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
-
     def _function(self, key: str, argument: Any) -> Any:
         handlers: dict[str, Callable[[Any], Any]] = {
             "Fn::GetAtt": self._fn_get_att,
@@ -428,8 +401,8 @@ class Resolver:
             "Fn::If": self._fn_if,
             "Fn::Select": self._fn_select,
             "Fn::Split": self._fn_split,
-            "Fn::Equals": self._fn_equals,
-            "Fn::Not": lambda arg: not self._only(self.resolve(arg), "Fn::Not"),
+            "Fn::Equals": lambda arg: _equals(self.resolve(arg)),
+            "Fn::Not": lambda arg: not _only(self.resolve(arg), "Fn::Not"),
             "Fn::And": lambda arg: all(self.resolve(arg)),
             "Fn::Or": lambda arg: any(self.resolve(arg)),
             "Fn::FindInMap": self._fn_find_in_map,
@@ -440,12 +413,6 @@ class Resolver:
         if handler is None:
             raise TemplateError(f"the local stack cannot evaluate {key}")
         return handler(argument)
-
-    @staticmethod
-    def _only(values: Any, function: str) -> Any:
-        if not isinstance(values, list) or len(values) != 1:
-            raise TemplateError(f"{function} takes a list of one condition")
-        return values[0]
 
     def _fn_get_att(self, argument: Any) -> Any:
         resolved = self.resolve(argument)
@@ -504,12 +471,6 @@ class Resolver:
             raise TemplateError("Fn::Split takes [delimiter, string]")
         return str(self.resolve(argument[1])).split(str(argument[0]))
 
-    def _fn_equals(self, argument: Any) -> bool:
-        values = self.resolve(argument)
-        if not isinstance(values, list) or len(values) != 2:
-            raise TemplateError("Fn::Equals takes two values")
-        return str(values[0]) == str(values[1])
-
     def _fn_find_in_map(self, argument: Any) -> Any:
         values = self.resolve(argument)
         if not isinstance(values, list) or len(values) not in (3, 4):
@@ -523,6 +484,48 @@ class Resolver:
 
     def _fn_base64(self, argument: Any) -> str:
         return base64.b64encode(str(self.resolve(argument)).encode()).decode()
+
+
+def _equals(values: Any) -> bool:
+    """`Fn::Equals` of its two resolved values, compared as CloudFormation does, as strings."""
+    if not isinstance(values, list) or len(values) != 2:
+        raise TemplateError("Fn::Equals takes two values")
+    return str(values[0]) == str(values[1])
+
+
+def _pseudo_parameter(name: str, stack_name: str, region: str, account_id: str) -> Any:
+    """A pseudo parameter's value (`AWS::Region` ...) for this stack; None for an unknown name."""
+    values: dict[str, Any] = {
+        "AWS::StackName": stack_name,
+        "AWS::Region": region,
+        "AWS::AccountId": account_id,
+        "AWS::Partition": PARTITION,
+        "AWS::URLSuffix": "amazonaws.com",
+        "AWS::NoValue": NO_VALUE,
+        "AWS::NotificationARNs": [],
+        "AWS::StackId": (f"arn:{PARTITION}:cloudformation:{region}:{account_id}:stack/{stack_name}/local"),
+    }
+    return values.get(name)
+
+
+def _parameter(name: str, definition: Mapping[str, Any], overrides: Mapping[str, Any]) -> Any:
+    """A template parameter's value: the override, else its default, as CloudFormation types it."""
+    if name in overrides:
+        value: Any = overrides[name]
+    elif "Default" in definition:
+        value = definition["Default"]
+    else:
+        raise TemplateError(f"the parameter {name} has no default: give it a value")
+    parameter_type = str(definition.get("Type", "String"))
+    if parameter_type == "CommaDelimitedList" or parameter_type.startswith("List<"):
+        return value if isinstance(value, list) else [item.strip() for item in str(value).split(",")]
+    return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
+def _only(values: Any, function: str) -> Any:
+    if not isinstance(values, list) or len(values) != 1:
+        raise TemplateError(f"{function} takes a list of one condition")
+    return values[0]
 
 
 def function_arn(name: str, region: str, account_id: str = ACCOUNT_ID) -> str:
