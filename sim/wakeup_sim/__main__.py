@@ -1,46 +1,23 @@
 """`python -m wakeup_sim` (`make simulate`): every scenario, its figures as Markdown, its plots as PNG."""
 
 import argparse
-import gc
 import os
 import resource
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from pathlib import Path
+from concurrent.futures import as_completed
 
-from wakeup_sim import report
-from wakeup_sim.deployment import ROOT, from_template
-from wakeup_sim.scenarios import SCENARIOS, Scenario, run
+from wakeup_sim import report, worker
+from wakeup_sim.deployment import ROOT
+from wakeup_sim.scenarios import SCENARIOS
 
 PLOTS = ROOT / "docs" / "scaling"
 
 
-def slug(name: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-").replace("--", "-")
-
-
-def simulate(scenario: Scenario, plots: Path | None) -> tuple[report.Figures, float]:
-    started = time.process_time()
-    # `run` turns the cyclic collector off while it runs and back on after; off here, it stays off
-    # until what the simulation made (alive still: the tasks waiting in its world keep it) is left
-    # out of the collector's passes, the next scenario's and the plot's. Turned on first, its next
-    # pass would walk every object the run made (0.2 s of CPU after 50,000 wakes of the steady one).
-    # Here, in `make simulate`'s worker, not in `run`: a test or the calibration keeps its own heap.
-    gc.disable()
-    outcome = run(scenario, from_template())
-    gc.freeze()
-    gc.enable()
-    if plots is not None:
-        report.plot(outcome, plots / f"{slug(scenario.name)}.png")
-    # CPU, not wall time: what the scenario needs of a core, however busy the machine is.
-    return report.figures(outcome), time.process_time() - started
-
-
 def cpu_s() -> float:
-    """CPU time of this process and of its workers (ended and waited for: the pool's, once shut)."""
-    own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime
+    """CPU time of this process (its workers' is each scenario's own, as `worker.simulate` returns it)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,10 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     print(report.HEADER, flush=True)
     registering: list[report.Figures] = []
     every: list[report.Figures] = []
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+    scenarios_cpu = 0.0
+    with worker.pool(args.workers, plots is not None) as pool:
         # The largest first, so that the workers finish together; the rows print in order.
         futures = {
-            pool.submit(simulate, scenario, plots): scenario
+            pool.submit(worker.simulate, scenario, plots): scenario
             for scenario in sorted(chosen, key=lambda s: s.wakes, reverse=True)
         }
         done: dict[str, report.Figures] = {}
@@ -74,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-            done[scenario.name] = figures
+            done[scenario.name], scenarios_cpu = figures, scenarios_cpu + cpu
             while len(every) < len(chosen) and chosen[len(every)].name in done:
                 figures = done[chosen[len(every)].name]
                 print(report.row(figures), flush=True)
@@ -87,8 +65,9 @@ def main(argv: list[str] | None = None) -> int:
             print(report.registration_row(figures), flush=True)
     if args.costs and every:
         print(f"\n{report.costs_table(every)}")
-    # Wall time (what the issue's five minutes are), the CPU of every worker, and the machine's load.
-    wall_s, cpu = time.monotonic() - started, cpu_s() - cpu_before
+    # Wall time (what the issue's four minutes are), the CPU of every scenario and this process's, and
+    # the machine's load.
+    wall_s, cpu = time.monotonic() - started, scenarios_cpu + cpu_s() - cpu_before
     print(f"\n{len(chosen)} scenarios in {wall_s:.0f} s, {cpu:.0f} s of CPU", file=sys.stderr)
     print("load average: {:.2f}, {:.2f}, {:.2f}".format(*os.getloadavg()), file=sys.stderr)
     return 0

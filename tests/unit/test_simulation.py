@@ -122,3 +122,15 @@ def test_simulate_prints_each_scenarios_cost_line_by_line_adding_up_to_its_figur
     assert sum(float(line.rsplit("→ $", 1)[1].rstrip(" |")) for line in lines) == pytest.approx(
         float(usd.lstrip("$")), abs=0.01 * len(lines)
     )
+
+
+def test_simulate_runs_each_scenario_in_a_process_of_its_own() -> None:
+    # A worker that ran scenarios one after another kept each one's world, and the later ones ran
+    # beside gigabytes of it (wakeup_sim.worker): one worker at a time here, and still a process each.
+    import os
+
+    from wakeup_sim import worker
+
+    with worker.pool(1, plots=False) as pool:
+        processes = {pool.submit(os.getpid).result() for _ in range(3)}
+    assert len(processes) == 3 and os.getpid() not in processes
