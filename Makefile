@@ -135,18 +135,11 @@ $(NATIVE)/.built: $(STAMP) $(NATIVE_SOURCES)
 # time: every scenario's figures as Markdown, its plot in docs/scaling/ (see docs/scaling.md). Where
 # the modules cannot be compiled (no C compiler or Python headers) it runs them as Python, says so,
 # and tries again on its next run.
-# glibc's allocator asked to back what it allocates with transparent huge pages (2 MB), where the
-# kernel gives them on request (/sys/kernel/mm/transparent_hugepage/enabled: madvise, or always;
-# glibc ignores a tunable it does not know). A wake's CPU grows with the simulation's heap, which
-# reaches gigabytes (docs/scaling.md), and what glibc holds of it (each item's dict, every list; not
-# Python's small objects, which its own allocator keeps) then costs the processor fewer missed
-# address translations: 4% less CPU for `make simulate`, its tables the same.
-SIM_HUGE_PAGES := GLIBC_TUNABLES=$${GLIBC_TUNABLES:+$$GLIBC_TUNABLES:}glibc.malloc.hugetlb=1
 .PHONY: simulate
 simulate: $(STAMP)
 	@$(MAKE) --no-print-directory $(NATIVE)/.built || \
 		echo "make simulate: running the simulator's Python modules (a quarter slower)" >&2
-	$(SIM_HUGE_PAGES) PYTHONPATH=$(NATIVE):. $(BIN)/python -m wakeup_sim
+	PYTHONPATH=$(NATIVE):. $(BIN)/python -m wakeup_sim
 
 # What a deployment costs before it is deployed: every charge of a month with no wake, a million near
 # and far wakes at a steady 100 a second (the simulator), a month at a few volumes, for template.yaml's
