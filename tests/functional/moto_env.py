@@ -66,9 +66,9 @@ class RecordingTriggers(Triggers):
         self.sent.append((trigger, delay_s))
         super().send(trigger, delay_s)
 
-    def schedule(self, trigger: Trigger, fire_at: datetime, *, replacing: bool = False) -> None:
+    def schedule(self, trigger: Trigger, fire_at: datetime, *, replacing: bool = False) -> bool:
         self.scheduled.append((trigger, fire_at))
-        super().schedule(trigger, fire_at, replacing=replacing)
+        return super().schedule(trigger, fire_at, replacing=replacing)
 
 
 @dataclass

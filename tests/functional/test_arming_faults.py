@@ -7,7 +7,9 @@ The real store and triggers over the local stack's moto, with faults injected at
 (`faulty.FaultyClient`).
 """
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
@@ -20,7 +22,7 @@ from wakeup.logic.delivery import Caller, Result, Source
 from wakeup.logic.sweeper import Sweep, sweep
 from wakeup.logic.wakes import register_wake
 from wakeup.model import TokenOwner, Trigger
-from wakeup.times import now
+from wakeup.times import format_time, now
 from wakeup.tokens import TokenKind
 
 URL = "http://127.0.0.1:9/unused"  # nothing is called here
@@ -103,6 +105,43 @@ def test_a_schedule_changing_under_a_registration_is_503_and_the_sweeper_arms_th
     # and the sweeper arms it once it is overdue
     swept = sent_by_sweep(env, at + timedelta(seconds=env.settings.sweep_grace_s + 1))
     assert swept == [Trigger(instance_id, instance.reg, 0, origin="sweeper")]
+
+
+class RacedAtCreate:
+    """A Scheduler client that, the first time a schedule is about to be created, lets `race` (a
+    racing request) run whole first."""
+
+    def __init__(self, client: Any, race: Callable[[], None]) -> None:
+        self.client = client
+        self.race: Callable[[], None] | None = race
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    def create_schedule(self, **definition: Any) -> Any:
+        race, self.race = self.race, None
+        if race is not None:
+            race()
+        return self.client.create_schedule(**definition)
+
+
+def test_a_create_that_meets_a_newer_registrations_schedule_leaves_that_schedule(env: Deployed) -> None:
+    # given a registration an hour ahead, and a newer one two hours ahead that writes the table
+    # after it and creates the schedule before it
+    instance_id = env.new_instance(URL)
+    newer_at = now() + timedelta(hours=2)
+    triggers = RecordingTriggers(env.settings, env.clients)
+    triggers.scheduler = RacedAtCreate(
+        env.clients.scheduler, lambda: register_wake(env.store, env.triggers, instance_id, newer_at, now())
+    )
+    # when the first one arms its schedule: refused as there, so replaced, then re-read
+    register_wake(env.store, triggers, instance_id, now() + timedelta(hours=1), now())
+    # then the schedule left is the newer registration's, the one the table holds
+    held = env.store.get_instance(instance_id)
+    assert held is not None and held.at is not None and held.reg is not None
+    assert format_time(held.at) == format_time(newer_at)
+    assert env.schedule_input(instance_id) == Trigger(instance_id, held.reg, 0)
+    assert [trigger.reg for trigger, _ in triggers.scheduled] == [triggers.scheduled[0][0].reg, held.reg]
 
 
 def test_a_schedule_that_cannot_be_removed_is_503_and_finds_nothing_to_call_when_it_fires(env: Deployed) -> None:

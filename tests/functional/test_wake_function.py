@@ -75,15 +75,15 @@ def test_a_wake_a_day_ahead_is_armed_as_a_schedule(env: Deployed, instance: Inst
 
 
 @pytest.mark.parametrize(
-    ("before", "operation"),
+    ("before", "operation", "reads"),
     [
-        pytest.param(None, "CreateSchedule", id="a-first-wake-creates-it"),
-        pytest.param(timedelta(minutes=5), "CreateSchedule", id="a-near-wake-moved-far-creates-it"),
-        pytest.param(timedelta(days=1), "UpdateSchedule", id="a-far-wake-moved-updates-it"),
+        pytest.param(None, "CreateSchedule", 1, id="a-first-wake-creates-it"),
+        pytest.param(timedelta(minutes=5), "CreateSchedule", 1, id="a-near-wake-moved-far-creates-it"),
+        pytest.param(timedelta(days=1), "UpdateSchedule", 2, id="a-far-wake-moved-updates-it"),
     ],
 )
-def test_a_far_wake_arms_its_schedule_in_one_request(
-    env: Deployed, instance: Instance, before: timedelta | None, operation: str
+def test_a_far_wake_arms_its_schedule_in_one_request_and_re_reads_only_one_it_replaced(
+    env: Deployed, instance: Instance, before: timedelta | None, operation: str, reads: int
 ) -> None:
     # given the instance's wake before this one, if any: near (through SQS) or far (a schedule)
     if before is not None:
@@ -91,12 +91,19 @@ def test_a_far_wake_arms_its_schedule_in_one_request(
     operations: list[str] = []
     scheduler = factories.get_triggers().scheduler
     scheduler.meta.events.register("before-call.scheduler", lambda model, **_: operations.append(model.name))
+    table_operations: list[str] = []
+    factories.get_store().client.meta.events.register(
+        "before-call.dynamodb", lambda model, **_: table_operations.append(model.name)
+    )
     # when the host registers a wake a day and an hour ahead
     reply = put_wake(instance.token, format_time(now() + timedelta(days=1, hours=1)))
     # then its schedule is created or updated at once, the right way round: not refused first (a
     # create meeting a `ConflictException`, an update a `ResourceNotFoundException`)
     assert reply.status == 204
     assert operations == [operation]
+    # and the table read for the token, then, after a schedule replaced (a racing request's, maybe),
+    # re-read for the registration (`wakeup.logic.wakes.converge`); not after one created
+    assert [name for name in table_operations if name != "UpdateItem"] == ["GetItem"] * reads
     stored = env.store.get_instance(instance.id)
     assert stored is not None and stored.reg is not None
     assert env.schedule_input(instance.id) == Trigger(instance.id, stored.reg, 0)

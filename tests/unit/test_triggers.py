@@ -92,7 +92,7 @@ def test_a_far_wake_is_one_schedule_a_lead_early_in_utc_deleted_after_completion
             },
         )
         armed = Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, due, NOW)
-    assert armed is Armed.SCHEDULE
+    assert armed is Armed.NEW_SCHEDULE
 
 
 def test_an_existing_schedule_is_replaced_whole(settings: Settings) -> None:
@@ -100,14 +100,18 @@ def test_an_existing_schedule_is_replaced_whole(settings: Settings) -> None:
     with stubbed(scheduler) as stub:
         stub.add_client_error("create_schedule", "ConflictException", http_status_code=409)
         stub.add_response("update_schedule", {"ScheduleArn": "arn:x"}, None)
-        Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, NOW + timedelta(days=3), NOW)
+        armed = Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, NOW + timedelta(days=3), NOW)
+    assert armed is Armed.SCHEDULE  # another request's schedule, replaced: the registration re-reads
 
 
 def test_a_schedule_being_replaced_is_updated_without_a_create_first(settings: Settings) -> None:
     sqs, scheduler = clients()
     with stubbed(scheduler) as stub:
         stub.add_response("update_schedule", {"ScheduleArn": "arn:x"}, None)
-        Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, NOW + timedelta(days=3), NOW, replacing=True)
+        armed = Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(
+            TRIGGER, NOW + timedelta(days=3), NOW, replacing=True
+        )
+    assert armed is Armed.SCHEDULE
 
 
 def test_a_schedule_expected_but_gone_is_created(settings: Settings) -> None:
@@ -115,7 +119,10 @@ def test_a_schedule_expected_but_gone_is_created(settings: Settings) -> None:
     with stubbed(scheduler) as stub:
         stub.add_client_error("update_schedule", "ResourceNotFoundException", http_status_code=404)
         stub.add_response("create_schedule", {"ScheduleArn": "arn:x"}, None)
-        Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, NOW + timedelta(days=3), NOW, replacing=True)
+        armed = Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(
+            TRIGGER, NOW + timedelta(days=3), NOW, replacing=True
+        )
+    assert armed is Armed.NEW_SCHEDULE
 
 
 @pytest.mark.parametrize("replacing", [False, True])
@@ -164,7 +171,8 @@ def arrival(settings: Settings, due: datetime) -> tuple[Armed, datetime]:
             sqs_stub.add_response("send_message", {"MessageId": "m"}, None)
         else:
             scheduler_stub.add_response("create_schedule", {"ScheduleArn": "arn:x"}, None)
-        assert Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, due, NOW) is way
+        armed = Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, due, NOW)
+        assert armed is (Armed.NEW_SCHEDULE if way is Armed.SCHEDULE else way)  # the instance had none
     if way is Armed.QUEUE:
         return way, NOW + timedelta(seconds=sent["DelaySeconds"])
     expression = sent["ScheduleExpression"]
@@ -229,7 +237,7 @@ def test_a_client_is_made_on_first_use_once_however_many_threads_need_it(
     # and a far wake makes the Scheduler's
     with stubbed(scheduler) as stub:
         stub.add_response("create_schedule", {"ScheduleArn": "arn:aws:scheduler:us-east-1:1:schedule/g/x"})
-        assert triggers.arm(TRIGGER, NOW + timedelta(days=1), NOW) is Armed.SCHEDULE
+        assert triggers.arm(TRIGGER, NOW + timedelta(days=1), NOW) is Armed.NEW_SCHEDULE
     assert made == ["sqs", "scheduler"]
 
 

@@ -35,8 +35,13 @@ class ScheduleContentionError(RuntimeError):
 
 
 class Armed(StrEnum):
+    """Which way a trigger went: an SQS message, or the instance's one schedule (`route` tells
+    which way a trigger would go; `arm` also tells a schedule created from one replaced)."""
+
     QUEUE = "queue"
     SCHEDULE = "schedule"
+    # Created where the instance had none at that moment: no other request's schedule was replaced.
+    NEW_SCHEDULE = "new schedule"
 
 
 def message_body(trigger: Trigger) -> str:
@@ -118,18 +123,19 @@ class Triggers:
             # The delay counts from the moment of sending: a request slowed under load must not
             # add its own lateness to the wake's.
             self.send(trigger, delay_s=(due - self.clock()).total_seconds())
-        else:
-            self.schedule(trigger, due - timedelta(seconds=self.settings.schedule_lead_s), replacing=replacing)
-        return way
+            return way
+        created = self.schedule(trigger, due - timedelta(seconds=self.settings.schedule_lead_s), replacing=replacing)
+        return Armed.NEW_SCHEDULE if created else Armed.SCHEDULE
 
     def send(self, trigger: Trigger, delay_s: float) -> None:
         """An SQS message delayed by whole seconds, so it arrives one to two seconds before its time."""
         delay = min(max(math.floor(delay_s) - QUEUE_LEAD_S, 0), SQS_MAX_DELAY_S)
         self.sqs.send_message(QueueUrl=self.settings.queue_url, MessageBody=message_body(trigger), DelaySeconds=delay)
 
-    def schedule(self, trigger: Trigger, fire_at: datetime, *, replacing: bool = False) -> None:
+    def schedule(self, trigger: Trigger, fire_at: datetime, *, replacing: bool = False) -> bool:
         """Creates or replaces the instance's one-time schedule (an update replaces every field);
-        `replacing`: it exists, most likely (a far wake registered again), so it is updated first."""
+        `replacing`: it exists, most likely (a far wake registered again), so it is updated first.
+        True when it created the schedule, False when it replaced one."""
         target: dict[str, Any] = {
             "Arn": self.settings.caller_arn,
             "RoleArn": self.settings.scheduler_role_arn,
@@ -149,11 +155,13 @@ class Triggers:
             "State": "ENABLED",
         }
 
-        def create() -> None:
+        def create() -> bool:
             self.scheduler.create_schedule(**definition)
+            return True
 
-        def update() -> None:
+        def update() -> bool:
             self.scheduler.update_schedule(**definition)
+            return False
 
         # Created first (most far wakes are new), or updated first when it is there already: the
         # other way round costs a refused request. A schedule made or removed meanwhile by another
@@ -164,8 +172,7 @@ class Triggers:
         for _ in range(3):
             for call, other_way_round in ways:
                 try:
-                    call()
-                    return
+                    return call()
                 except ClientError as exc:
                     if aws.error_code(exc) != other_way_round:
                         raise

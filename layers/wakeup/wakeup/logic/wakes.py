@@ -107,11 +107,19 @@ def _may_have_schedule(previous: Instance, now: datetime) -> bool:
 
 
 def converge(store: Store, triggers: Triggers, instance_id: str, armed: Trigger, now: datetime) -> None:
-    """Re-reads after arming the instance's one schedule, and re-arms until it matches the table.
+    """Re-reads after replacing the instance's one schedule, and re-arms until it matches the table.
 
     Two requests can write the table in one order and the schedule in the other; the one that
     sees a newer registration than it armed arms that one (or removes the schedule when the newer
     one went through SQS), so the last writer leaves the schedule right.
+
+    A request whose schedule was new (`Armed.NEW_SCHEDULE`) has nothing to re-read: a request that
+    wrote the table after it arms after its own write, so either after this one's create (and its
+    schedule is the one left), or before it, and then the create met that schedule, was refused,
+    and became an update, which is re-read. A newer registration through SQS needs no schedule:
+    the one left behind finds its registration replaced when it fires, calls nothing and arms the
+    one held (`wakeup.logic.delivery`). So a far wake's registration is three requests, not four,
+    unless it replaced a schedule.
     """
     for _ in range(_CONVERGE_ROUNDS):
         current = store.get_instance(instance_id)
