@@ -20,8 +20,8 @@ from wakeup.errors import UnavailableError
 from wakeup.logic import instances
 from wakeup.logic.delivery import Caller, Result, Source
 from wakeup.logic.sweeper import Sweep, sweep
-from wakeup.logic.wakes import register_wake
-from wakeup.model import TokenOwner, Trigger
+from wakeup.logic.wakes import forget_trigger, register_wake
+from wakeup.model import Instance, TokenOwner, Trigger
 from wakeup.times import format_time, now
 from wakeup.tokens import TokenKind
 
@@ -107,22 +107,42 @@ def test_a_schedule_changing_under_a_registration_is_503_and_the_sweeper_arms_th
     assert swept == [Trigger(instance_id, instance.reg, 0, origin="sweeper")]
 
 
-class RacedAtCreate:
-    """A Scheduler client that, the first time a schedule is about to be created, lets `race` (a
+class RacedBefore:
+    """A Scheduler client that, the first time `operation` is about to be sent, lets `race` (a
     racing request) run whole first."""
 
-    def __init__(self, client: Any, race: Callable[[], None]) -> None:
+    def __init__(self, client: Any, operation: str, race: Callable[[], None]) -> None:
         self.client = client
+        self.operation = operation
         self.race: Callable[[], None] | None = race
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.client, name)
+        method = getattr(self.client, name)
+        if name != self.operation:
+            return method
 
-    def create_schedule(self, **definition: Any) -> Any:
-        race, self.race = self.race, None
-        if race is not None:
-            race()
-        return self.client.create_schedule(**definition)
+        def raced(**params: Any) -> Any:
+            race, self.race = self.race, None
+            if race is not None:
+                race()
+            return method(**params)
+
+        return raced
+
+
+def raced_triggers(env: Deployed, operation: str, race: Callable[[], None]) -> RecordingTriggers:
+    triggers = RecordingTriggers(env.settings, env.clients)
+    triggers.scheduler = RacedBefore(env.clients.scheduler, operation, race)
+    return triggers
+
+
+def assert_armed_as_held(env: Deployed, instance_id: str, at: datetime) -> Instance:
+    """The table holds the registration at `at`, and the instance's schedule carries it."""
+    held = env.store.get_instance(instance_id)
+    assert held is not None and held.at is not None and held.reg is not None
+    assert format_time(held.at) == format_time(at)
+    assert env.schedule_input(instance_id) == Trigger(instance_id, held.reg, 0)
+    return held
 
 
 def test_a_create_that_meets_a_newer_registrations_schedule_leaves_that_schedule(env: Deployed) -> None:
@@ -130,18 +150,73 @@ def test_a_create_that_meets_a_newer_registrations_schedule_leaves_that_schedule
     # after it and creates the schedule before it
     instance_id = env.new_instance(URL)
     newer_at = now() + timedelta(hours=2)
-    triggers = RecordingTriggers(env.settings, env.clients)
-    triggers.scheduler = RacedAtCreate(
-        env.clients.scheduler, lambda: register_wake(env.store, env.triggers, instance_id, newer_at, now())
-    )
+
+    def newer() -> None:
+        register_wake(env.store, env.triggers, instance_id, newer_at, now())
+
+    triggers = raced_triggers(env, "create_schedule", newer)
     # when the first one arms its schedule: refused as there, so replaced, then re-read
     register_wake(env.store, triggers, instance_id, now() + timedelta(hours=1), now())
     # then the schedule left is the newer registration's, the one the table holds
-    held = env.store.get_instance(instance_id)
-    assert held is not None and held.at is not None and held.reg is not None
-    assert format_time(held.at) == format_time(newer_at)
-    assert env.schedule_input(instance_id) == Trigger(instance_id, held.reg, 0)
+    held = assert_armed_as_held(env, instance_id, newer_at)
     assert [trigger.reg for trigger, _ in triggers.scheduled] == [triggers.scheduled[0][0].reg, held.reg]
+
+
+def test_a_removal_that_takes_a_newer_far_registrations_schedule_arms_it_again(env: Deployed) -> None:
+    # given a far wake, replaced by a near one whose removal of the old schedule comes late: after
+    # a newer far registration wrote the table and created its schedule
+    instance_id = env.new_instance(URL)
+    register_wake(env.store, env.triggers, instance_id, now() + timedelta(hours=2), now())
+    newer_at = now() + timedelta(hours=1)
+
+    def newer() -> None:
+        register_wake(env.store, env.triggers, instance_id, newer_at, now())
+
+    # when the near one removes the schedule there, the newer one's
+    register_wake(
+        env.store, raced_triggers(env, "delete_schedule", newer), instance_id, now() + timedelta(minutes=1), now()
+    )
+    # then it read the table again and armed the newer registration
+    assert_armed_as_held(env, instance_id, newer_at)
+
+
+def test_a_new_schedule_after_a_late_removal_leaves_the_newer_registrations(env: Deployed) -> None:
+    # given three registrations of one instance: a far one (A) that creates its schedule last; a
+    # near one written after it, whose removal comes after a third, far (X), wrote the table and
+    # created the schedule
+    instance_id = env.new_instance(URL)
+    x_at = now() + timedelta(hours=1)
+
+    def x() -> None:
+        register_wake(env.store, env.triggers, instance_id, x_at, now())
+
+    def near() -> None:
+        near_at = now() + timedelta(minutes=1)
+        register_wake(env.store, raced_triggers(env, "delete_schedule", x), instance_id, near_at, now())
+
+    # when A arms its schedule after all that
+    register_wake(
+        env.store, raced_triggers(env, "create_schedule", near), instance_id, now() + timedelta(hours=2), now()
+    )
+    # then X's schedule is the one left: the removal armed it again, and A's create met it
+    assert_armed_as_held(env, instance_id, x_at)
+
+
+def test_a_forgotten_wakes_removal_that_takes_a_newer_wakes_schedule_arms_it_again(env: Deployed) -> None:
+    # given a far wake that an instance's move forgets, and a newer far registration that comes
+    # between the move's write and its removal of the old schedule
+    instance_id = env.new_instance(URL)
+    register_wake(env.store, env.triggers, instance_id, now() + timedelta(hours=2), now())
+    forgotten = env.store.get_instance(instance_id)
+    newer_at = now() + timedelta(hours=1)
+
+    def newer() -> None:
+        register_wake(env.store, env.triggers, instance_id, newer_at, now())
+
+    # when the move removes the schedule, by then the newer one's
+    forget_trigger(env.store, raced_triggers(env, "delete_schedule", newer), forgotten, now())
+    # then the newer registration is armed again
+    assert_armed_as_held(env, instance_id, newer_at)
 
 
 def test_a_schedule_that_cannot_be_removed_is_503_and_finds_nothing_to_call_when_it_fires(env: Deployed) -> None:

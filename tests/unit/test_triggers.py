@@ -141,6 +141,17 @@ def test_a_schedule_changing_under_each_call_is_tried_three_times_each_way(setti
             )
 
 
+def test_unschedule_says_whether_there_was_a_schedule_to_remove(settings: Settings) -> None:
+    # A removal re-reads the table only when it removed something (`wakeup.logic.wakes._unschedule`).
+    sqs, scheduler = clients()
+    triggers = Triggers(settings, sqs, scheduler, clock=lambda: NOW)
+    with stubbed(scheduler) as stub:
+        stub.add_response("delete_schedule", {}, {"Name": f"wake-{TRIGGER.instance_id}", "GroupName": "g"})
+        stub.add_client_error("delete_schedule", "ResourceNotFoundException", http_status_code=404)
+        assert triggers.unschedule(TRIGGER.instance_id) is True
+        assert triggers.unschedule(TRIGGER.instance_id) is False
+
+
 def test_the_schedule_carries_the_trigger_to_the_caller(settings: Settings) -> None:
     sqs, scheduler = clients()
     seen: dict[str, object] = {}

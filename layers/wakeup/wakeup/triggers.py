@@ -178,10 +178,12 @@ class Triggers:
                         raise
         raise ScheduleContentionError("the schedule kept changing under concurrent requests")
 
-    def unschedule(self, instance_id: str) -> None:
-        """Removes the instance's schedule, if it has one."""
+    def unschedule(self, instance_id: str) -> bool:
+        """Removes the instance's schedule, if it has one; True when there was one to remove."""
         try:
             self.scheduler.delete_schedule(Name=schedule_name(instance_id), GroupName=self.settings.schedule_group)
         except ClientError as exc:
             if aws.error_code(exc) != "ResourceNotFoundException":
                 raise
+            return False
+        return True

@@ -78,7 +78,7 @@ def register_wake(
         # `previous` is this very registration when the write's reply was lost and botocore's
         # retry found it applied: what it replaced is unknown, so any schedule is removed.
         if armed is Armed.QUEUE and (previous.reg == reg or _may_have_schedule(previous, now)):
-            triggers.unschedule(instance_id)
+            _unschedule(store, triggers, instance_id, now)
         if armed is Armed.SCHEDULE:
             converge(store, triggers, instance_id, trigger, now)
     except (ClientError, BotoCoreError, ScheduleContentionError) as exc:
@@ -87,10 +87,17 @@ def register_wake(
         raise UnavailableError("the wake was recorded but could not be armed; retry the request") from exc
 
 
-def forget_trigger(triggers: Triggers, previous: Instance | None, now: datetime) -> None:
+def forget_trigger(store: Store, triggers: Triggers, previous: Instance | None, now: datetime) -> None:
     """Removes the schedule a replaced, moved or deleted registration may have left."""
     if previous is not None and _may_have_schedule(previous, now):
-        triggers.unschedule(previous.id)
+        _unschedule(store, triggers, previous.id, now)
+
+
+def _unschedule(store: Store, triggers: Triggers, instance_id: str, now: datetime) -> None:
+    """Removes the instance's schedule; one removed may be a newer registration's, armed since
+    this request read or wrote the table, so the table is read again (`converge`)."""
+    if triggers.unschedule(instance_id):
+        converge(store, triggers, instance_id, None, now)
 
 
 def _likely_scheduled(triggers: Triggers, previous: Instance, now: datetime) -> bool:
@@ -106,32 +113,41 @@ def _may_have_schedule(previous: Instance, now: datetime) -> bool:
     return previous.pending and previous.due is not None and previous.due > now
 
 
-def converge(store: Store, triggers: Triggers, instance_id: str, armed: Trigger, now: datetime) -> None:
-    """Re-reads after replacing the instance's one schedule, and re-arms until it matches the table.
+def converge(store: Store, triggers: Triggers, instance_id: str, armed: Trigger | None, now: datetime) -> None:
+    """Re-reads after changing the instance's one schedule, and changes it until it matches the table.
 
-    Two requests can write the table in one order and the schedule in the other; the one that
-    sees a newer registration than it armed arms that one (or removes the schedule when the newer
-    one went through SQS), so the last writer leaves the schedule right.
+    `armed` is what the schedule carries as this request left it (None: it removed it). Two
+    requests can write the table in one order and the schedule in the other; the one that sees a
+    newer registration than it armed arms that one (or removes the schedule when the newer one
+    went through SQS), so the last writer leaves the schedule right. A removal is read again: the
+    schedule removed may have been a newer registration's, armed after the read.
 
     A request whose schedule was new (`Armed.NEW_SCHEDULE`) has nothing to re-read: a request that
     wrote the table after it arms after its own write, so either after this one's create (and its
     schedule is the one left), or before it, and then the create met that schedule, was refused,
-    and became an update, which is re-read. A newer registration through SQS needs no schedule:
-    the one left behind finds its registration replaced when it fires, calls nothing and arms the
-    one held (`wakeup.logic.delivery`). So a far wake's registration is three requests, not four,
-    unless it replaced a schedule.
+    and became an update, which is re-read; a schedule removed in between is read again by its
+    remover. A newer registration through SQS needs no schedule: the one left behind finds its
+    registration replaced when it fires, calls nothing and arms the one held
+    (`wakeup.logic.delivery`). So a far wake's registration is three requests, not four, unless it
+    replaced a schedule.
     """
     for _ in range(_CONVERGE_ROUNDS):
         current = store.get_instance(instance_id)
-        wanted = trigger_for(current) if current else None
+        wanted = _owed_schedule(triggers, current, now)
         if wanted == armed:
             return
-        if current is None or wanted is None or current.due is None:
-            triggers.unschedule(instance_id)
-            return
-        if triggers.route(current.due, now) is Armed.QUEUE:
-            # Its writer sent its own message; only the stale schedule is left to remove.
-            triggers.unschedule(instance_id)
-            return
-        triggers.arm(wanted, current.due, now, replacing=True)  # the schedule armed just before
+        if wanted is None:
+            if not triggers.unschedule(instance_id):
+                return  # nothing was there: no newer registration's schedule was removed
+        else:
+            assert current is not None and current.due is not None  # a schedule is owed for a pending wake
+            triggers.arm(wanted, current.due, now, replacing=True)
         armed = wanted
+
+
+def _owed_schedule(triggers: Triggers, current: Instance | None, now: datetime) -> Trigger | None:
+    """The trigger the instance's schedule should carry: its pending registration's, beyond the
+    horizon; None when no schedule is owed (nothing pending, or its writer sent an SQS message)."""
+    if current is None or current.due is None or triggers.route(current.due, now) is Armed.QUEUE:
+        return None
+    return trigger_for(current)
