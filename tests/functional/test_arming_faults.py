@@ -22,6 +22,7 @@ from wakeup.logic.delivery import Caller, Result, Source
 from wakeup.logic.sweeper import Sweep, sweep
 from wakeup.logic.wakes import forget_trigger, register_wake
 from wakeup.model import Instance, TokenOwner, Trigger
+from wakeup.table import DynamoStore
 from wakeup.times import format_time, now
 from wakeup.tokens import TokenKind
 
@@ -109,25 +110,25 @@ def test_a_schedule_changing_under_a_registration_is_503_and_the_sweeper_arms_th
 
 class RacedBefore:
     """A Scheduler client that, the first time `operation` is about to be sent, lets `race` (a
-    racing request) run whole first."""
+    racing request) run whole first; `calls` lists the operations asked of it."""
 
     def __init__(self, client: Any, operation: str, race: Callable[[], None]) -> None:
         self.client = client
         self.operation = operation
         self.race: Callable[[], None] | None = race
+        self.calls: list[str] = []
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.client, name)
-        if name != self.operation:
-            return method
 
-        def raced(**params: Any) -> Any:
-            race, self.race = self.race, None
+        def called(**params: Any) -> Any:
+            self.calls.append(name)
+            race, self.race = (self.race, None) if name == self.operation else (None, self.race)
             if race is not None:
                 race()
             return method(**params)
 
-        return raced
+        return called
 
 
 def raced_triggers(env: Deployed, operation: str, race: Callable[[], None]) -> RecordingTriggers:
@@ -173,11 +174,45 @@ def test_a_removal_that_takes_a_newer_far_registrations_schedule_arms_it_again(e
         register_wake(env.store, env.triggers, instance_id, newer_at, now())
 
     # when the near one removes the schedule there, the newer one's
-    register_wake(
-        env.store, raced_triggers(env, "delete_schedule", newer), instance_id, now() + timedelta(minutes=1), now()
-    )
-    # then it read the table again and armed the newer registration
+    triggers = raced_triggers(env, "delete_schedule", newer)
+    register_wake(env.store, triggers, instance_id, now() + timedelta(minutes=1), now())
+    # then it read the table again and armed the newer registration (created: it had just removed it)
     assert_armed_as_held(env, instance_id, newer_at)
+    assert triggers.scheduler.calls == ["delete_schedule", "create_schedule"]
+
+
+def test_a_near_wake_whose_check_after_a_removal_fails_is_armed_and_answered(env: Deployed) -> None:
+    # given a far wake, and a table whose reads fail (throttled) when a near wake replaces it
+    instance_id = env.new_instance(URL)
+    register_wake(env.store, env.triggers, instance_id, now() + timedelta(hours=2), now())
+    env.triggers.sent.clear()
+    unreadable = DynamoStore(
+        env.settings.table, client=FaultyClient(env.clients.dynamodb, get_item=throttled("GetItem"))
+    )
+    # when the near wake is registered: the schedule removed, the read after it refused
+    register_wake(unreadable, env.triggers, instance_id, now() + timedelta(minutes=1), now())
+    # then the request stands (the read was for a newer registration's sake, and there is none)
+    held = env.store.get_instance(instance_id)
+    assert held is not None and held.reg is not None
+    assert [sent for sent, _ in env.triggers.sent] == [Trigger(instance_id, held.reg, 0)]
+    assert env.schedule_input(instance_id) is None
+
+
+def test_a_deleted_instances_schedule_is_removed_without_reading_the_table_again(env: Deployed) -> None:
+    account = env.store.create_account("test", "deleted-far-wake", now())
+    instance = env.store.register_instance(account.id, URL, "deleted-far-wake-token", now()).instance
+    register_wake(env.store, env.triggers, instance.id, now() + timedelta(days=1), now())
+    operations: list[str] = []
+    env.store.client.meta.events.register(
+        "before-call.dynamodb", lambda model, **_: operations.append(model.name), unique_id="count-delete-ops"
+    )
+    try:
+        instances.delete(env.store, env.triggers, TokenOwner(TokenKind.ACCOUNT, account.id), instance.id, now())
+    finally:
+        env.store.client.meta.events.unregister("before-call.dynamodb", unique_id="count-delete-ops")
+    # A deleted instance takes no newer registration: nothing to re-arm, so no read after the removal.
+    assert env.schedule_input(instance.id) is None
+    assert operations[-1] != "GetItem", operations
 
 
 def test_a_new_schedule_after_a_late_removal_leaves_the_newer_registrations(env: Deployed) -> None:

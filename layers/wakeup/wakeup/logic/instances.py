@@ -80,7 +80,7 @@ def delete(store: Store, triggers: Triggers, account: TokenOwner, instance_id: s
     removed = store.delete_instance(instance)
     if removed is None:
         raise NotFoundError()
-    _forget(store, triggers, removed, now)
+    _forget(store, triggers, removed, now, deleted=True)
 
 
 def list_page(store: Store, account: TokenOwner, limit: str | None, cursor: str | None) -> Page:
@@ -107,12 +107,12 @@ def calls_page(
     return history.page(store, instance, size, cursor or None, now)
 
 
-def _forget(store: Store, triggers: Triggers, previous: Instance, now: datetime) -> None:
+def _forget(store: Store, triggers: Triggers, previous: Instance, now: datetime, *, deleted: bool = False) -> None:
     # The table no longer holds the old registration, so a trigger left behind finds nothing to
     # call and is dropped: removing its schedule is tidiness, not correctness. (A newer wake's
     # schedule removed instead is armed again by `forget_trigger`, or, when that fails, by the
     # sweeper once the wake is overdue.)
     try:
-        forget_trigger(store, triggers, previous, now)
+        forget_trigger(store, triggers, previous, now, deleted=deleted)
     except (ClientError, BotoCoreError):
         logger.warning("could not remove the schedule of a forgotten wake", instance_id=previous.id)

@@ -87,17 +87,32 @@ def register_wake(
         raise UnavailableError("the wake was recorded but could not be armed; retry the request") from exc
 
 
-def forget_trigger(store: Store, triggers: Triggers, previous: Instance | None, now: datetime) -> None:
-    """Removes the schedule a replaced, moved or deleted registration may have left."""
-    if previous is not None and _may_have_schedule(previous, now):
+def forget_trigger(
+    store: Store, triggers: Triggers, previous: Instance | None, now: datetime, *, deleted: bool = False
+) -> None:
+    """Removes the schedule a replaced, moved or `deleted` registration may have left."""
+    if previous is None or not _may_have_schedule(previous, now):
+        return
+    if deleted:
+        # A deleted instance takes no newer registration (its token is unknown now): nothing of
+        # another's to re-arm, so no read.
+        triggers.unschedule(previous.id)
+    else:
         _unschedule(store, triggers, previous.id, now)
 
 
 def _unschedule(store: Store, triggers: Triggers, instance_id: str, now: datetime) -> None:
     """Removes the instance's schedule; one removed may be a newer registration's, armed since
-    this request read or wrote the table, so the table is read again (`converge`)."""
-    if triggers.unschedule(instance_id):
+    this request read or wrote the table, so the table is read again (`converge`).
+
+    That re-read concerns a newer registration, not this request's: when it fails, the newer wake
+    is left to the sweeper (once overdue), and the request stands."""
+    if not triggers.unschedule(instance_id):
+        return
+    try:
         converge(store, triggers, instance_id, None, now)
+    except (ClientError, BotoCoreError, ScheduleContentionError):
+        logger.warning("a removed schedule could not be checked against the table", instance_id=instance_id)
 
 
 def _likely_scheduled(triggers: Triggers, previous: Instance, now: datetime) -> bool:
@@ -141,7 +156,7 @@ def converge(store: Store, triggers: Triggers, instance_id: str, armed: Trigger 
                 return  # nothing was there: no newer registration's schedule was removed
         else:
             assert current is not None and current.due is not None  # a schedule is owed for a pending wake
-            triggers.arm(wanted, current.due, now, replacing=True)
+            triggers.arm(wanted, current.due, now, replacing=armed is not None)  # none after a removal
         armed = wanted
 
 
