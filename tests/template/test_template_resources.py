@@ -163,6 +163,17 @@ def test_the_caller_arn_setting_names_the_caller_function(template: dict[str, An
 
 
 @pytest.mark.parametrize("logical_id", sorted(SERVICE_OF_FUNCTION))
+def test_each_functions_code_folder_has_its_requirements_file_so_sam_build_says_nothing(
+    template: dict[str, Any], logical_id: str
+) -> None:
+    # Its packages come from the layer; without the (empty) file, `sam build`'s pip builder
+    # (aws-lambda-builders' PythonPipWorkflow) warns "requirements.txt file not found".
+    code_uri = template["Resources"][logical_id]["Properties"]["CodeUri"]
+
+    assert (REPO / code_uri / "requirements.txt").is_file()
+
+
+@pytest.mark.parametrize("logical_id", sorted(SERVICE_OF_FUNCTION))
 def test_each_function_has_its_handler_code_folder_and_service_name(template: dict[str, Any], logical_id: str) -> None:
     properties = template["Resources"][logical_id]["Properties"]
     code_uri, handler = HANDLER_OF_FUNCTION[logical_id]
