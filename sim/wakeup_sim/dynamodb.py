@@ -6,7 +6,8 @@ conditions against both. It keeps the items as `DynamoStore` writes them (same a
 values), so that what each request costs is computed from DynamoDB's own rules
 (`wakeup_awsfacts.dynamodb`), and asks its `Io` for the time each request takes and whether DynamoDB's
 throughput admits it. The writes the simulation makes are its own; the other requests are
-`DynamoStore`'s, made through a client that answers from memory.
+`DynamoStore`'s, made through a client that answers from memory. Both end in `MemoryTable`, the
+items and the request cycle (retries, faults, units); `MemoryStore` is what the service asks of it.
 """
 
 import random
@@ -123,20 +124,20 @@ class _MemoryClient:
     index's query, reads by key (`BatchGetItem`), the call history's `PutItem`, and a `DeleteItem`;
     any other raises, so a new one is seen at once."""
 
-    def __init__(self, store: "MemoryStore") -> None:
-        self._store = store
+    def __init__(self, table: "MemoryTable") -> None:
+        self._table = table
 
     def put_item(self, TableName: str, Item: dict[str, Any]) -> dict[str, Any]:  # noqa: N803
         item = {name: _load_value(value) for name, value in Item.items()}
-        self._store._write(str(item["pk"]), lambda _: item, operation="PutItem")
+        self._table.write(str(item["pk"]), lambda _: item, operation="PutItem")
         return {}
 
     def delete_item(self, TableName: str, Key: dict[str, Any]) -> dict[str, Any]:  # noqa: N803
-        self._store._write(str(_deserializer.deserialize(Key["pk"])), lambda _: None, operation="DeleteItem")
+        self._table.write(str(_deserializer.deserialize(Key["pk"])), lambda _: None, operation="DeleteItem")
         return {}
 
     def query(self, **request: Any) -> dict[str, Any]:
-        return self._store._query(request)
+        return self._table.query(request)
 
     def batch_get_item(self, RequestItems: dict[str, Any]) -> dict[str, Any]:  # noqa: N803
         ((table, request),) = RequestItems.items()
@@ -144,31 +145,28 @@ class _MemoryClient:
         if len(pks) > BATCH_GET_KEYS or len(set(pks)) != len(pks):
             # As DynamoDB: at most 100 keys, none twice (BatchGetItem, DynamoDB API reference).
             raise ClientError({"Error": {"Code": "ValidationException", "Message": "bad keys"}}, "BatchGetItem")
-        items = self._store._read_many(pks, consistent=bool(request.get("ConsistentRead", False)))
+        items = self._table.read_many(pks, consistent=bool(request.get("ConsistentRead", False)))
         return {"Responses": {table: [dump(item) for item in items]}, "UnprocessedKeys": {}}
 
     def __getattr__(self, name: str) -> Any:
         raise NotImplementedError(f"MemoryStore does not implement the request behind {name}")
 
 
-class MemoryStore:
-    """The table in memory; every public method behaves as `DynamoStore`'s does against DynamoDB."""
+class MemoryTable:
+    """The items, and DynamoDB's request cycle over them: each request's time, faults and admission
+    (`Io`), its units (`Metered`), botocore's retries, and the indexes' writes. `MemoryStore`'s
+    requests, and those `DynamoStore` makes through `_MemoryClient`, all come here."""
 
-    def __init__(self, indexes: list[Index], io: Io | None = None, rng: random.Random | None = None) -> None:
-        # `DynamoStore`'s own requests, for those this table does not simulate as methods.
-        self._requests = DynamoStore("memory", client=_MemoryClient(self))
+    def __init__(self, indexes: list[Index], io: Io) -> None:
         self.items: dict[str, Item] = {}
         self.indexes = indexes
-        self.io = io or Io()
+        self.io = io
         self.metered = Metered()
-        self.rng = rng or random.Random(0)
         # The pending-wakes index, kept for the sweeper's queries: shard -> pk -> due.
         self._pending: dict[str, dict[str, str]] = {}
         # Each stored item's size, with the item it is the size of: a write or a read of an item
         # sizes it once, not again each time it is read or written over (see `_size`).
         self._sizes: dict[str, tuple[Item, int]] = {}
-
-    # -- the request cycle --------------------------------------------------------------------
 
     def _throttled(self, operation: str) -> ClientError:
         return ClientError(
@@ -191,7 +189,7 @@ class MemoryStore:
         self._sizes[pk] = (item, size)
         return size
 
-    def _read(self, pk: str, operation: str = "GetItem", consistent: bool = True) -> Item | None:
+    def read(self, pk: str, operation: str = "GetItem", consistent: bool = True) -> Item | None:
         error: Exception | None = None
         for attempt in range(MAX_ATTEMPTS):
             self.io.request(operation)
@@ -210,7 +208,7 @@ class MemoryStore:
             self.io.backoff(attempt + 1)
         raise error or self._throttled(operation)
 
-    def _read_many(self, pks: list[str], consistent: bool) -> list[Item]:
+    def read_many(self, pks: list[str], consistent: bool) -> list[Item]:
         """One BatchGetItem: each item costs its own read units, a missing one the least (DynamoDB
         read and write operations); all admitted or the request throttled, never a part."""
         error: Exception | None = None
@@ -231,7 +229,7 @@ class MemoryStore:
             self.io.backoff(attempt + 1)
         raise error or self._throttled("BatchGetItem")
 
-    def _query(self, request: dict[str, Any]) -> dict[str, Any]:
+    def query(self, request: dict[str, Any]) -> dict[str, Any]:
         """A Query of an index, as DynamoDB answers it: the entries in the index's order, each with
         only what the index projects (`KEYS_ONLY`: its keys and the table's), at most `Limit`, with
         `LastEvaluatedKey` when the limit stopped it; eventually consistent read units for the
@@ -286,7 +284,7 @@ class MemoryStore:
             answer["LastEvaluatedKey"] = dump({k: v for k, v in projected[-1].items() if k in index.keys or k == "pk"})
         return answer
 
-    def _write(
+    def write(
         self,
         pk: str,
         change: Callable[[Item | None], Item | None],
@@ -365,6 +363,37 @@ class MemoryStore:
         if new.get("pending_shard") is not None and new.get("pending_due") is not None:
             self._pending.setdefault(str(new["pending_shard"]), {})[pk] = new["pending_due"]
 
+
+class MemoryStore:
+    """The table in memory; every public method behaves as `DynamoStore`'s does against DynamoDB."""
+
+    def __init__(self, indexes: list[Index], io: Io | None = None, rng: random.Random | None = None) -> None:
+        self.memory = MemoryTable(indexes, io or Io())
+        # `DynamoStore`'s own requests, for those this table does not simulate as methods.
+        self._requests = DynamoStore("memory", client=_MemoryClient(self.memory))
+        self.rng = rng or random.Random(0)
+
+    # The table's items, indexes, `Io` and meters (a scenario reads them; a fault row swaps the `Io`).
+    @property
+    def items(self) -> dict[str, Item]:
+        return self.memory.items
+
+    @property
+    def indexes(self) -> list[Index]:
+        return self.memory.indexes
+
+    @property
+    def io(self) -> Io:
+        return self.memory.io
+
+    @io.setter
+    def io(self, io: Io) -> None:
+        self.memory.io = io
+
+    @property
+    def metered(self) -> Metered:
+        return self.memory.metered
+
     # The client and the sleep of `DynamoStore`'s requests (a test may swap in a racing client).
     @property
     def table(self) -> str:
@@ -389,21 +418,21 @@ class MemoryStore:
     # -- reads ----------------------------------------------------------------------------------
 
     def owner_of(self, token_hash: str) -> TokenOwner | None:
-        item = self._read(token_key(token_hash))
+        item = self.memory.read(token_key(token_hash))
         return owner_of(item) if item is not None else None
 
     def get_account(self, account_id: str) -> Account | None:
-        item = self._read(account_key(account_id))
+        item = self.memory.read(account_key(account_id))
         return account_of(item) if item else None
 
     def get_instance(self, instance_id: str) -> Instance | None:
-        item = self._read(instance_key(instance_id))
+        item = self.memory.read(instance_key(instance_id))
         return instance_of(item) if item else None
 
     def signing_versions(self, account_id: str) -> SigningVersions | None:
         """As `DynamoStore.signing_versions`: an eventually consistent GetItem of the account (the
         caller reads it for every call it signs)."""
-        item = self._read(account_key(account_id), consistent=False)
+        item = self.memory.read(account_key(account_id), consistent=False)
         return signing_of(item) if item is not None else None
 
     def all_instances(self, account_id: str) -> list[Instance]:
@@ -426,7 +455,7 @@ class MemoryStore:
             self._requests.record_call(call)
             return
         item = _as_stored(call_item(call))
-        self._write(str(item["pk"]), lambda _: item, operation="PutItem")
+        self.memory.write(str(item["pk"]), lambda _: item, operation="PutItem")
 
     # -- what a simulation does not do: `DynamoStore`'s requests (most raise NotImplementedError) --
 
@@ -482,7 +511,7 @@ class MemoryStore:
             return item
 
         try:
-            old, _ = self._write(instance_key(instance_id), change)
+            old, _ = self.memory.write(instance_key(instance_id), change)
         except _ConditionFailed:
             return None
         assert old is not None
@@ -512,7 +541,7 @@ class MemoryStore:
 
         pk = instance_key(trigger.instance_id)
         try:
-            _, new = self._write(pk, change, knows_own_write=True)
+            _, new = self.memory.write(pk, change, knows_own_write=True)
         except _ConditionFailed:
             # ReturnValuesOnConditionCheckFailure=ALL_OLD: the item as it was, when there is one.
             current = self.items.get(pk)
@@ -529,7 +558,7 @@ class MemoryStore:
             return item
 
         try:
-            self._write(instance_key(trigger.instance_id), change, knows_own_write=True)
+            self.memory.write(instance_key(trigger.instance_id), change, knows_own_write=True)
         except _ConditionFailed:
             return False
         return True

@@ -93,16 +93,16 @@ HOST = "host"
 # lost reply of their own). tests/unit/test_faults.py compares it with what the layer calls.
 PLACES: dict[str, tuple[str, tuple[Kind, ...]]] = {
     "dynamodb:GetItem": (
-        "MemoryStore._read: the schedule trigger's read, the token lookup, the signing versions",
+        "MemoryTable.read: the schedule trigger's read, the token lookup, the signing versions",
         READ_KINDS,
     ),
     "dynamodb:UpdateItem": (
-        "MemoryStore._write: register_wake, claim_if_due, record_success, record_failure, postpone",
+        "MemoryTable.write: register_wake, claim_if_due, record_success, record_failure, postpone",
         AWS_KINDS,
     ),
-    "dynamodb:PutItem": ("MemoryStore._write through DynamoStore.record_call: the history's item", AWS_KINDS),
-    "dynamodb:Query": ("MemoryStore._query through DynamoStore.overdue: the sweeper's shards", READ_KINDS),
-    "dynamodb:BatchGetItem": ("MemoryStore._read_many through DynamoStore.overdue: the sweeper's reads", READ_KINDS),
+    "dynamodb:PutItem": ("MemoryTable.write through DynamoStore.record_call: the history's item", AWS_KINDS),
+    "dynamodb:Query": ("MemoryTable.query through DynamoStore.overdue: the sweeper's shards", READ_KINDS),
+    "dynamodb:BatchGetItem": ("MemoryTable.read_many through DynamoStore.overdue: the sweeper's reads", READ_KINDS),
     "sqs:SendMessage": ("FaultyClient around SqsClient: Triggers.send (arm, retry, busy, sweeper)", AWS_KINDS),
     "scheduler:CreateSchedule": ("FaultyClient around Scheduler: Triggers.schedule", AWS_KINDS),
     "scheduler:UpdateSchedule": (

@@ -1,8 +1,8 @@
 """The simulated table's capacity units stay DynamoDB's while it sizes each item once.
 
-`MemoryStore` keeps each stored item's size with the item (`_size`), and `capacity` sizes numbers
-read back from the table once a value; these tests fail if either gave a size that is not the
-item's as it is now.
+`MemoryTable` (the `MemoryStore`'s items) keeps each stored item's size with the item (`_size`),
+and `capacity` sizes numbers read back from the table once a value; these tests fail if either gave
+a size that is not the item's as it is now.
 """
 
 from datetime import UTC, datetime, timedelta
