@@ -143,7 +143,7 @@ simulate: $(STAMP)
 
 # What a deployment costs before it is deployed: every charge of a month with no wake, a million near
 # and far wakes at a steady 100 a second (the simulator), a month at a few volumes, for template.yaml's
-# parameters or yours: `make cost PARAMS="CallerMinimumPollers=0 CallerMemorySize=512"`. About a minute.
+# parameters or yours: `make cost PARAMS="CallerMinimumPollers=0 CallerMemorySize=512"`. About ten seconds.
 .PHONY: cost
 cost: $(STAMP)
 	PYTHONPATH=. $(BIN)/python -m bench.bill --parameter-overrides $(PARAMS)

@@ -59,7 +59,11 @@ def main(argv: list[str] | None = None) -> int:
         log.error("cannot start: %s", exc)
         return 2
     except OSError as exc:
-        log.error("cannot start on port %d: %s (choose another with --port)", args.port, exc.strerror or exc)
+        log.error(
+            "cannot start on port %d: %s (choose another with --port, or make run PORT=...)",
+            args.port,
+            exc.strerror or exc,
+        )
         return 1
     try:
         sys.stdout.write("".join(f"{line}\n" for line in stack.env_lines()))

@@ -44,6 +44,16 @@ def register(store: DynamoStore, account_id: str, max_instances: int | None) -> 
     return store.register_instance(account_id, URL, hash_token(mint(TokenKind.INSTANCE)), now(), max_instances).instance
 
 
+def test_a_limit_of_one_instance_is_said_in_the_singular(env: Deployed) -> None:
+    account_id = new_account(env.store)
+    register(env.store, account_id, 1)
+
+    with pytest.raises(AccountRefused) as refused:
+        register(env.store, account_id, 1)
+
+    assert account_refusal(refused.value).message.startswith("this account has reached its limit of 1 instance:")
+
+
 def test_registering_past_the_accounts_limit_is_refused_with_the_reason(env: Deployed) -> None:
     account_id = new_account(env.store)
     kept = [register(env.store, account_id, 3) for _ in range(3)]

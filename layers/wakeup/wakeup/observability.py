@@ -1,5 +1,6 @@
 """The one Logger, Tracer and Metrics every module uses, and the names of the metrics."""
 
+import logging
 import os
 from collections.abc import Callable
 from enum import StrEnum
@@ -31,6 +32,12 @@ def _tracer() -> Tracer | Untraced:
 logger = Logger()
 tracer = _tracer()
 metrics = Metrics()
+
+# botocore logs at INFO where it found the credentials and each client's endpoint, a line or two for
+# every client a cold start makes; Lambda's runtime sets the root logger to the function's
+# application log level (INFO by default), so they would reach CloudWatch Logs, billed. Its
+# warnings and errors still do.
+logging.getLogger("botocore").setLevel(logging.WARNING)
 
 
 class Metric(StrEnum):

@@ -58,8 +58,9 @@ def account_refusal(refused: AccountRefused) -> UnauthorizedError | ForbiddenErr
     """Why the account registers no instance: revoked or gone (401), or at its limit (403)."""
     if refused.revoked:
         return UnauthorizedError()
+    instances = "instance" if refused.limit == 1 else "instances"
     return ForbiddenError(
-        f"this account has reached its limit of {refused.limit} instances:"
+        f"this account has reached its limit of {refused.limit} {instances}:"
         " delete some, or ask the service's operator to raise the limit"
     )
 
