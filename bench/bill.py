@@ -160,8 +160,15 @@ def quantity(amount: float) -> str:
     return f"{amount:,.0f}" if amount >= 100 else f"{amount:.3g}"
 
 
+def amount(count: float, unit: str) -> str:
+    """`count` of `unit`: one of a counted thing in the singular ("1 dashboard"), a measure as it is."""
+    if count == 1 and unit.islower() and unit.endswith("s"):
+        unit = unit[:-1]
+    return f"{quantity(count)} {unit}"
+
+
 def idle_table(month: Sequence[cost.MonthLine]) -> str:
-    rows = [[line.item, f"{quantity(line.quantity)} {line.unit}", dollars(line.usd), line.price.page] for line in month]
+    rows = [[line.item, amount(line.quantity, line.unit), dollars(line.usd), line.price.page] for line in month]
     rows.append(["**sum**", "", f"**{dollars(sum(line.usd for line in month))}**", ""])
     return table(["charge (a month, no wake)", "quantity", "USD", "price from"], rows)
 

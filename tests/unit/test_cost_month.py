@@ -215,3 +215,9 @@ def test_lambdas_own_log_lines_are_paid_only_when_the_system_log_level_logs_them
     assert {line.item: line.quantity for line in cost.lines(wake, 1.0)}["CloudWatch Logs"] == pytest.approx(own)
     quiet = cost.lines(wake, 1.0, default.quiet_functions)
     assert {line.item: line.quantity for line in quiet}["CloudWatch Logs"] == 0
+
+
+def test_one_of_a_counted_charge_is_said_in_the_singular(printed: str) -> None:
+    # template.yaml's defaults make one dashboard and one secret
+    assert "| 1 dashboard |" in printed and "| 1 secret |" in printed
+    assert "1 dashboards" not in printed and "1 secrets" not in printed
