@@ -373,22 +373,11 @@ class MemoryStore:
         self._requests = DynamoStore("memory", client=_MemoryClient(self.memory))
         self.rng = rng or random.Random(0)
 
-    # The table's items, indexes, `Io` and meters (a scenario reads them; a fault row swaps the `Io`).
+    # The table's items and meters, which scenarios and reports read (a fault row swaps the table's
+    # `Io` itself: `memory.io`).
     @property
     def items(self) -> dict[str, Item]:
         return self.memory.items
-
-    @property
-    def indexes(self) -> list[Index]:
-        return self.memory.indexes
-
-    @property
-    def io(self) -> Io:
-        return self.memory.io
-
-    @io.setter
-    def io(self, io: Io) -> None:
-        self.memory.io = io
 
     @property
     def metered(self) -> Metered:

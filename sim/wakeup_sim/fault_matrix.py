@@ -121,7 +121,7 @@ def install(world: World, faults: FaultClass, rate: float, seed: int) -> FaultIn
 
     injector = FaultInjector(world.engine, faults, rate, seed, cpu_of)  # type: ignore[arg-type]
     d, p = world.deployment, world.profile
-    world.store.io = FaultyIo(world.store.io, injector)
+    world.store.memory.io = FaultyIo(world.store.memory.io, injector)
     world.triggers.sqs = FaultyClient(world.triggers.sqs, "sqs", injector, p.sqs_latency_s)
     world.triggers.scheduler = FaultyClient(world.triggers.scheduler, "scheduler", injector, p.scheduler_latency_s)
     world.caller.signing = signing_keys(world.engine, injector, "sim-master-key-" + "0" * 32, "sim-master-key")

@@ -138,7 +138,7 @@ def _store_with_wake(io: Io) -> tuple[MemoryStore, Trigger]:
     account = store.create_account("test", "a" * 64, now)
     instance = store.register_instance(account.id, "https://host.example", "b" * 64, now).instance
     store.register_wake(instance.id, now, "reg-1")
-    store.io = io
+    store.memory.io = io
     return store, Trigger(instance.id, "reg-1", 0)
 
 
