@@ -53,7 +53,7 @@ collect: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy layers/wakeup/wakeup local/wakeup_local admin/wakeup_admin sim/wakeup_sim awsfacts/wakeup_awsfacts calibrate/wakeup_calibrate client/wakeup_client functions apidoc
+	$(BIN)/mypy layers/wakeup/wakeup local/wakeup_local admin/wakeup_admin sim/wakeup_sim awsfacts/wakeup_awsfacts cost/wakeup_cost calibrate/wakeup_calibrate client/wakeup_client functions apidoc
 	$(BIN)/cfn-lint template.yaml
 
 # Six workers on two cores: most tests wait on real time (a wake's second, a schedule's minute);

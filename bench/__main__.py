@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bench import cold_start, cost
+from bench import cold_start
 from bench.at_size import SEED_THREADS, RegistrationRate, registration_rate, seed_instances
 from bench.cpu import BurstResult, Rate, registrations_and_burst
 from bench.stack import BenchStack, difference
-from bench.stats import percentile, table
 from bench.workload import FLAKY, Api, Host
 from wakeup.times import format_time
+from wakeup_cost import cost
+from wakeup_cost.stats import percentile, table
 from wakeup_local.lambda_logs import Report
 
 WARM_UP_REQUESTS = 10
@@ -489,7 +490,7 @@ def run(api_requests: int, wakes: int, few: int, far: int, seed: int, burst: int
         "",
         "Lambda memory (template.yaml): "
         + ", ".join(f"{name} {gb * 1024:.0f} MB" for name, gb in memory.items())
-        + ". Prices and assumptions: `bench/cost.py`.",
+        + ". Prices and assumptions: `cost/wakeup_cost/cost.py`.",
         "",
         cost.report(priced, memory),
         "",

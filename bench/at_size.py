@@ -12,10 +12,10 @@ from datetime import UTC, datetime
 import boto3
 
 from bench.stack import BenchStack
-from bench.stats import percentile
 from bench.workload import Api
 from wakeup.table import DynamoStore
 from wakeup.tokens import TokenKind, hash_token, mint
+from wakeup_cost.stats import percentile
 
 SEED_THREADS = 4
 # Where the seeded instances point: nothing is ever called there (they register no wake).

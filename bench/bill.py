@@ -3,7 +3,7 @@
 For the deployment's parameters (`--parameter-overrides Key=Value ...`, checked as CloudFormation
 checks them), it prints:
 
-- every charge the stack pays in a month with no wake at all (`bench.cost.idle_month`): what the
+- every charge the stack pays in a month with no wake at all (`wakeup_cost.cost.idle_month`): what the
   template creates (pollers, dashboard, alarms, the secret) and what the simulator's idle stack does
   (the sweeper's runs and reads, the event source's empty long polls), with each price's page;
 - the price of a million near and far wakes at a steady 100 a second, from the simulator
@@ -22,13 +22,13 @@ from collections import Counter
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 
-from bench import cost
 from bench.parameters import ParameterError, check, parse
-from bench.stats import table
 from wakeup.logic import planner
 from wakeup.logic.sweeper import Sweep, publish
 from wakeup.observability import metrics
 from wakeup_awsfacts.template import SERVERLESS_FUNCTION, Resolver, load_template
+from wakeup_cost import cost
+from wakeup_cost.stats import table
 from wakeup_sim import report
 from wakeup_sim.deployment import TEMPLATE, Deployment, from_template
 from wakeup_sim.logs import counted_logs
@@ -53,7 +53,7 @@ XRAY = "X-Ray traces"
 
 @dataclass(frozen=True)
 class Wakes:
-    """A million wakes of one kind, line by line (`bench.cost.lines`), and their total."""
+    """A million wakes of one kind, line by line (`wakeup_cost.cost.lines`), and their total."""
 
     lines: list[cost.Line]
     # What X-Ray would add a million wakes with every function traced (`Tracing=Active`).
@@ -291,7 +291,7 @@ def bill(parameters: Mapping[str, str], steady_s: float = STEADY_S) -> str:
     given = ", ".join(f"{k}={v}" for k, v in parameters.items()) or "none (template.yaml's defaults)"
     return "\n\n".join(
         [
-            f"Parameters overridden: {given}. Prices: us-east-1, list price, no free tier (bench/cost.py).",
+            f"Parameters overridden: {given}. Prices: us-east-1, list price, no free tier (cost/wakeup_cost/cost.py).",
             "## A month with no wake\n\n" + idle_table(month),
             f"## A million wakes, at a steady {STEADY_RATE} a second (the simulator, {steady_s:g} s of wakes; "
             "what the stack pays at rest meanwhile left out: it is in the month above)\n\n" + wakes_table(near, far),

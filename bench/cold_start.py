@@ -20,8 +20,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.stats import median, table
 from wakeup_awsfacts.template import Resolver, load_template
+from wakeup_cost.stats import median, table
 from wakeup_local.functions import FunctionSpec, function_specs
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,7 +3,7 @@
 Issue 10 asks for at most $5 per million near wakes and $7 per million far ones. This module lists,
 for each kind of wake, the AWS charges that DESIGN.md's architecture cannot avoid, each at its
 smallest: no Lambda duration, no log byte, a caller invocation shared by as many wakes as one
-receive can return. Priced with `bench.cost`'s prices, the sum is a floor under any tuning of this
+receive can return. Priced with `wakeup_cost.cost`'s prices, the sum is a floor under any tuning of this
 design; `python -m bench.cost_floor` prints it. `tests/unit/test_cost_floor.py` checks that the
 simulator never measures less than the floor, line by line, so the floor is a true lower bound of
 what the code does.
@@ -26,8 +26,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from bench import cost
-from bench.stats import table
+from wakeup_cost import cost
+from wakeup_cost.stats import table
 
 MILLION = 1e6
 HISTORY_ITEM = "the call's history item"
@@ -39,7 +39,7 @@ class Charge:
 
     item: str
     why: str
-    line: str  # the `bench.cost.lines` item it is priced under
+    line: str  # the `wakeup_cost.cost.lines` item it is priced under
     quantity: float
     price: float  # USD per unit
 
@@ -142,7 +142,7 @@ def usd_per_million(path: str, history_item: bool = True) -> float:
 
 
 def by_line(path: str) -> dict[str, float]:
-    """The floor's quantities per `bench.cost.lines` item, to compare with what was metered."""
+    """The floor's quantities per `wakeup_cost.cost.lines` item, to compare with what was metered."""
     totals: dict[str, float] = {}
     for charge in charges(path):
         totals[charge.line] = totals.get(charge.line, 0.0) + charge.quantity

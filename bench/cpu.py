@@ -27,9 +27,9 @@ from pathlib import Path
 
 from bench.processes import family, stat_fields
 from bench.stack import BenchStack
-from bench.stats import percentile
 from bench.workload import Api, Host
 from wakeup.times import format_time
+from wakeup_cost.stats import percentile
 
 _TICK = os.sysconf("SC_CLK_TCK")
 CLIENTS = 16

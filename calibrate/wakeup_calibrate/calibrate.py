@@ -22,12 +22,12 @@ from pathlib import Path
 
 from bench.__main__ import BURST_DELIVERY_TIMEOUT_S, NO_SWEEPS, SETTLE_S, due_at, iso, warm_up
 from bench.stack import BenchStack
-from bench.stats import percentile
 from bench.workload import Api, Host
 from wakeup.triggers import QUEUE_LEAD_S
 from wakeup_calibrate.local_profile import Measured, local_scaling, measure
 from wakeup_calibrate.local_trace import TRACE_ENV
 from wakeup_calibrate.timeline import WakeTimeline, cpu_table, local_timelines, simulated_timelines, stage_table, traced
+from wakeup_cost.stats import percentile
 from wakeup_local.functions import CONCURRENCY_ENV, DEFAULT_CONCURRENCY
 from wakeup_sim.deployment import Deployment, from_template
 from wakeup_sim.profile import Profile

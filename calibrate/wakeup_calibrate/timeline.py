@@ -21,9 +21,9 @@ from typing import Any
 
 from greenlet import getcurrent
 
-from bench.stats import percentile
 from wakeup.settings import SQS_MAX_DELAY_S
 from wakeup.triggers import QUEUE_LEAD_S
+from wakeup_cost.stats import percentile
 from wakeup_sim.engine import Cpu, Machine
 from wakeup_sim.event_source import EventSource
 from wakeup_sim.lambdas import Function

@@ -104,7 +104,7 @@ class Raised:
     memory_mb: int
 
 
-# "Provisioned Mode for Event Source Mapping (ESM) Pricing" (AWS Lambda pricing, bench.cost's
+# "Provisioned Mode for Event Source Mapping (ESM) Pricing" (AWS Lambda pricing, wakeup_cost.cost's
 # PRICE_EPU_HOUR): EPU-hours counted by the second, a minute at least.
 EPU_MINIMUM_S = 60.0
 

@@ -1,6 +1,6 @@
 """What a scenario came to: lateness, wakes lost and called twice, concurrency, requests and cost.
 
-The cost is `bench.cost`'s, the one model `make bench` prices a wake with: the simulator hands it
+The cost is `wakeup_cost.cost`'s, the one model `make bench` prices a wake with: the simulator hands it
 every request, invocation, billed second and log byte it counted, and the DynamoDB units it metered
 item by item.
 """
@@ -9,8 +9,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import cost
-from bench.stats import table
+from wakeup_cost import cost
+from wakeup_cost.stats import table
 from wakeup_sim.api_gateway import ACCEPTED, FAILED, THROTTLED
 from wakeup_sim.scenarios import Outcome, first_calls
 from wakeup_sim.world import World
@@ -43,7 +43,7 @@ class Figures:
     stopped_by_loop_detection: int
     throttled_requests: int
     registrations: "RegistrationFigures"
-    # What a wake cost, line by line (`bench.cost.lines`): `make simulate --costs` prints them.
+    # What a wake cost, line by line (`wakeup_cost.cost.lines`): `make simulate --costs` prints them.
     costs: tuple[cost.Line, ...] = ()
 
 
@@ -158,7 +158,7 @@ def figures(outcome: Outcome) -> Figures:
 
 
 def costs_table(scenarios: list[Figures]) -> str:
-    """Each scenario's cost per wake line by line, a column each (as `bench.cost.report` prints)."""
+    """Each scenario's cost per wake line by line, a column each (as `wakeup_cost.cost.report` prints)."""
     rows: list[list[object]] = []
     for index, first in enumerate(scenarios[0].costs):
         row: list[object] = [f"{first.item} ({first.unit})"]

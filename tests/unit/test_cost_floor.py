@@ -2,7 +2,8 @@
 
 import pytest
 
-from bench import cost, cost_floor
+from bench import cost_floor
+from wakeup_cost import cost
 from wakeup_sim import report
 from wakeup_sim.deployment import from_template
 from wakeup_sim.scenarios import Scenario, run

@@ -1,4 +1,4 @@
-"""`make cost` (`bench.bill`, `bench.cost.idle_month`, `bench.parameters`): what a deployment costs."""
+"""`make cost` (`bench.bill`, `wakeup_cost.cost.idle_month`, `bench.parameters`): what a deployment costs."""
 
 import re
 from collections import Counter
@@ -6,10 +6,11 @@ from collections.abc import Mapping
 
 import pytest
 
-from bench import bill, cost
+from bench import bill
 from bench.parameters import ParameterError, check, parse
 from wakeup.table.items import PENDING_SHARDS
 from wakeup_awsfacts.template import Resolver, load_template
+from wakeup_cost import cost
 from wakeup_sim.deployment import TEMPLATE, from_template
 
 TINY_STEADY_S = 5  # 500 wakes at 100 a second: the output's shape, not its figures

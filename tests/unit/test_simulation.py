@@ -72,7 +72,7 @@ def test_the_simulator_prices_a_wake_with_the_benchs_cost_model() -> None:
     usage = report.usage(outcome)
     # Three instance writes per near wake (registration, claim, outcome), units as bench counts them,
     # and the call's history item (under 1 KB: one unit).
-    from bench import cost
+    from wakeup_cost import cost
     from wakeup_sim.capacity import units_per_instance_write
 
     assert usage.requests["dynamodb:PutItem"] == pytest.approx(1.0, rel=0.05)

@@ -3,7 +3,7 @@ its second; with the planner failing throughout, every wake of the burst is stil
 
 import pytest
 
-from bench import cost
+from wakeup_cost import cost
 from wakeup_sim import report
 from wakeup_sim.deployment import from_template
 from wakeup_sim.planner import EPU_MINIMUM_S, billed_epu_s, planned, pollers_at, raised_for, settings_for

@@ -36,12 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.stats import table
 from wakeup_awsfacts.lambda_logging import logs_system_lines
 from wakeup_awsfacts.template import SERVERLESS_FUNCTION, Resolver, load_template
+from wakeup_cost.stats import table
 from wakeup_sim import capacity
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Price(float):
