@@ -23,6 +23,7 @@ from wakeup.times import format_time
 from wakeup_cost import cost
 from wakeup_cost.stats import percentile, table
 from wakeup_local.lambda_logs import Report
+from wakeup_sim import capacity
 
 WARM_UP_REQUESTS = 10
 # A wake "near" is within the SQS horizon (840 s by default), a far one beyond it.
@@ -492,7 +493,7 @@ def run(api_requests: int, wakes: int, few: int, far: int, seed: int, burst: int
         + ", ".join(f"{name} {gb * 1024:.0f} MB" for name, gb in memory.items())
         + ". Prices and assumptions: `cost/wakeup_cost/cost.py`.",
         "",
-        cost.report(priced, memory),
+        cost.report(priced, memory, units_per_write=capacity.units_per_instance_write()),
         "",
         f"The benchmark took {time.monotonic() - started:.0f} s.",
     ]

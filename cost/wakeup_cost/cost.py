@@ -5,9 +5,10 @@ us-east-1, on-demand, without free tiers, as published in 2025: check the pricin
 relying on them. What is estimated rather than counted:
 
 - DynamoDB units: a consistent `GetItem` of an item under 4 KB is 1 read unit; a write of an
-  instance item costs what `wakeup_sim.capacity` computes from DynamoDB's item-size and index rules
-  for a near wake's writes (its registration, claim and outcome) on the indexes template.yaml
-  defines; the simulator meters every write it makes by the same rules (`Usage.write_units`);
+  instance item costs what the caller says (`units_per_write`: `make bench` passes what
+  `wakeup_sim.capacity` computes from DynamoDB's item-size and index rules for a near wake's writes,
+  its registration, claim and outcome, on the indexes template.yaml defines); the simulator meters
+  every write it makes by the same rules (`Usage.write_units`);
 - SQS requests of Lambda's event source mapping: a receive and a delete per batch delivered (its
   empty long polls are a fixed cost, not a per-wake one);
 - Lambda duration: the seconds the handlers ran here, at the template's memory size. Lambda bills
@@ -39,7 +40,6 @@ from typing import Any
 from wakeup_awsfacts.lambda_logging import logs_system_lines
 from wakeup_awsfacts.template import SERVERLESS_FUNCTION, Resolver, load_template
 from wakeup_cost.stats import table
-from wakeup_sim import capacity
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -200,16 +200,27 @@ class Line:
     usd_per_million: float
 
 
-def lines(usage: Usage, memory: float | Mapping[str, float], quiet: frozenset[str] = frozenset()) -> list[Line]:
+def lines(
+    usage: Usage,
+    memory: float | Mapping[str, float],
+    quiet: frozenset[str] = frozenset(),
+    units_per_write: float | None = None,
+) -> list[Line]:
     """The cost of `usage`, line by line; `memory`: each function's GB by logical id (or one for all);
-    `quiet`: the functions whose `START`, `END` and `REPORT` Lambda does not log."""
+    `quiet`: the functions whose `START`, `END` and `REPORT` Lambda does not log; `units_per_write`:
+    the write units of one instance write, for a usage that counted its writes rather than metered
+    their units (the simulator's `capacity.units_per_instance_write()`: the cost model stays beneath
+    the simulator, so it is handed the figure rather than importing it)."""
     reads = usage.read_units
     if reads is None:
         reads = usage.requests.get("dynamodb:GetItem", 0) + 0.5 * usage.requests.get("dynamodb:Query", 0)
     history = HISTORY_WRITE_UNITS * usage.requests.get(HISTORY_PUT, 0)
     writes = usage.write_units
     if writes is None:
-        writes = capacity.units_per_instance_write() * sum(usage.requests.get(name, 0) for name in _WRITES)
+        counted = sum(usage.requests.get(name, 0) for name in _WRITES)
+        if counted and units_per_write is None:
+            raise ValueError("a usage with counted instance writes is priced with units_per_write")
+        writes = (units_per_write or 0.0) * counted
     else:
         # Metered item by item, the units include the history's: priced on its own line below.
         writes -= history
@@ -240,10 +251,13 @@ def lines(usage: Usage, memory: float | Mapping[str, float], quiet: frozenset[st
     ]
 
 
-def report(usages: Mapping[str, Usage], memory: float | Mapping[str, float]) -> str:
-    """One column per kind of wake: quantity per wake, and USD per million wakes."""
+def report(
+    usages: Mapping[str, Usage], memory: float | Mapping[str, float], units_per_write: float | None = None
+) -> str:
+    """One column per kind of wake: quantity per wake, and USD per million wakes (`units_per_write`:
+    as `lines` takes it)."""
     names = list(usages)
-    by_name = {name: lines(usage, memory) for name, usage in usages.items()}
+    by_name = {name: lines(usage, memory, units_per_write=units_per_write) for name, usage in usages.items()}
     items = by_name[names[0]]
     rows: list[list[object]] = []
     for index, line in enumerate(items):
