@@ -50,7 +50,10 @@ test: $(STAMP)
 collect: $(STAMP)
 	$(BIN)/pytest --collect-only -q > /dev/null
 
+# lint-imports: the floor plan (pyproject.toml's [tool.importlinter] contracts), e.g. no arrow from
+# the simulator up to the benchmark.
 lint: $(STAMP)
+	$(BIN)/lint-imports
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy layers/wakeup/wakeup local/wakeup_local admin/wakeup_admin sim/wakeup_sim awsfacts/wakeup_awsfacts cost/wakeup_cost calibrate/wakeup_calibrate client/wakeup_client functions apidoc

@@ -2,7 +2,7 @@
 
 Powertools builds each API function's part from its resolver: the routes, their path
 parameters, and what each route declares with `wakeup.api.route_docs` (replies, errors, body, query).
-The schemas come from the pydantic models (`wakeup.api.models` for bodies, `wakeup.api.schema`
+The schemas come from the pydantic models (`wakeup.api.models` for bodies, `apidoc.schema`
 for replies). Validation stays off at run time (it would cost the functions' cold start): the
 document is built here, at build and test time only.
 
@@ -41,9 +41,9 @@ def build() -> dict[str, Any]:
     from pydantic import BaseModel
     from pydantic.json_schema import models_json_schema
 
+    from apidoc.schema import REPLY_MODELS
     from wakeup import __version__
     from wakeup.api.models import RegisterInstanceBody, RegisterWakeBody
-    from wakeup.api.schema import REPLY_MODELS
 
     merge = OpenAPIMerge(
         title="wakeup",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import platform
 import sys
@@ -17,15 +16,13 @@ from typing import Any
 from bench import cold_start
 from bench.at_size import SEED_THREADS, RegistrationRate, registration_rate, seed_instances
 from bench.cpu import BurstResult, Rate, registrations_and_burst
-from bench.stack import BenchStack, difference
-from bench.workload import FLAKY, Api, Host
-from wakeup.times import format_time
+from bench.stack import NO_SWEEPS, BenchStack, difference
+from bench.workload import BURST_DELIVERY_TIMEOUT_S, FLAKY, SETTLE_S, Api, Host, due_at, iso, warm_up
 from wakeup_cost import cost
 from wakeup_cost.stats import percentile, table
 from wakeup_local.lambda_logs import Report
 from wakeup_sim import capacity
 
-WARM_UP_REQUESTS = 10
 # A wake "near" is within the SQS horizon (840 s by default), a far one beyond it.
 NEAR = timedelta(minutes=10)
 FAR = timedelta(days=1)
@@ -35,18 +32,11 @@ FAR_STACK = {
     "WAKEUP_SCHEDULE_LEAD_S": "3",
     "WAKEUP_LOCAL_EXACT_SCHEDULES": "1",
 }
-# The sweeper is run on purpose, not every minute: its requests would blur the per-wake counts.
-NO_SWEEPS = {"WAKEUP_LOCAL_SWEEP_S": "86400"}
 # The local developer's setting: SQS event sources start at their full concurrency, no throttles.
 UNBOUNDED = {"WAKEUP_LOCAL_UNBOUNDED": "1"}
 DELIVERY_TIMEOUT_S = 60
-# A burst of wakes through Lambda's SQS scaling (without provisioned pollers: five batches, 300 more
-# a minute) takes longer.
-BURST_DELIVERY_TIMEOUT_S = 300
 # Clients registering at once for the registration rate, each with connections of its own.
 CONCURRENT_CLIENTS = 16
-# After the last call, time for the caller to record it and the poller to delete its messages.
-SETTLE_S = 1.5
 # The wakes due on a freshly started stack, this long after its start.
 FRESH_AFTER_S = 60.0
 
@@ -121,15 +111,6 @@ def measured(before: dict[str, Any], stack: BenchStack) -> tuple[dict[str, Any],
     return difference(after, before), after
 
 
-def due_at(seconds_from_now: float) -> float:
-    """A whole second at least `seconds_from_now` ahead (epoch seconds): many wakes at one second."""
-    return float(math.ceil(time.time() + seconds_from_now))
-
-
-def iso(epoch: float) -> str:
-    return format_time(datetime.fromtimestamp(epoch, UTC))
-
-
 @contextmanager
 def running_stack(env: dict[str, str], results: Results, name: str) -> Iterator[tuple[BenchStack, Api]]:
     """A stack for one part of the benchmark; once stopped, its REPORT lines and memory are kept."""
@@ -152,14 +133,6 @@ def register_many(api: Api, host: Host, prefix: str, count: int) -> tuple[list[s
         paths.append(f"{prefix}{index}")
         tokens.append(token)
     return paths, tokens
-
-
-def warm_up(api: Api, host: Host) -> None:
-    """A few requests, so the handlers have made their clients before anything is measured."""
-    for index in range(WARM_UP_REQUESTS):
-        instance_id, token, _ = api.register(f"{host.url}/warm{index}")
-        api.get(instance_id)
-        api.wake(token, iso(time.time() + FAR.total_seconds()))
 
 
 def deliver(

@@ -44,6 +44,8 @@ COMMAND_TIMEOUT_S = 60.0
 # process's, which `bench.cpu` meters. Environments live for minutes; half a second finds a peak.
 MEMORY_SAMPLE_S = 0.5
 _PLATFORM = ("START RequestId:", "END RequestId:", "REPORT RequestId:")
+# The sweeper is run on purpose, not every minute: its requests would blur the per-wake counts.
+NO_SWEEPS = {"WAKEUP_LOCAL_SWEEP_S": "86400"}
 
 
 # --- in the child ----------------------------------------------------------------------------------

@@ -2,20 +2,46 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 
 import requests
 
+from wakeup.times import format_time
 from wakeup.tokens import TokenKind, mint
 
 REQUEST_TIMEOUT_S = 30
 # Paths under this prefix answer 503 to their first call: a host that needs one retry.
 FLAKY = "/flaky/"
+WARM_UP_REQUESTS = 10
+# A burst of wakes through Lambda's SQS scaling (without provisioned pollers: five batches, 300 more
+# a minute) takes longer than a few wakes to deliver.
+BURST_DELIVERY_TIMEOUT_S = 300
+# After the last call, time for the caller to record it and the poller to delete its messages.
+SETTLE_S = 1.5
+
+
+def due_at(seconds_from_now: float) -> float:
+    """A whole second at least `seconds_from_now` ahead (epoch seconds): many wakes at one second."""
+    return float(math.ceil(time.time() + seconds_from_now))
+
+
+def iso(epoch: float) -> str:
+    return format_time(datetime.fromtimestamp(epoch, UTC))
+
+
+def warm_up(api: Api, host: Host) -> None:
+    """A few requests, so the handlers have made their clients before anything is measured."""
+    for index in range(WARM_UP_REQUESTS):
+        instance_id, token, _ = api.register(f"{host.url}/warm{index}")
+        api.get(instance_id)
+        api.wake(token, iso(time.time() + timedelta(days=1).total_seconds()))
 
 
 class _BurstServer(ThreadingHTTPServer):

@@ -20,9 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench.__main__ import BURST_DELIVERY_TIMEOUT_S, NO_SWEEPS, SETTLE_S, due_at, iso, warm_up
-from bench.stack import BenchStack
-from bench.workload import Api, Host
+from bench.stack import NO_SWEEPS, BenchStack
+from bench.workload import BURST_DELIVERY_TIMEOUT_S, SETTLE_S, Api, Host, due_at, iso, warm_up
 from wakeup.triggers import QUEUE_LEAD_S
 from wakeup_calibrate.local_profile import Measured, local_scaling, measure
 from wakeup_calibrate.local_trace import TRACE_ENV

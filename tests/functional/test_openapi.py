@@ -10,8 +10,8 @@ from openapi_spec_validator import validate
 from pydantic import ValidationError
 
 import apidoc
+from apidoc.schema import Error, InstancePage, InstanceReply
 from wakeup.api.models import instance_reply
-from wakeup.api.schema import Error, InstancePage, InstanceReply
 from wakeup.model import Instance
 from wakeup_awsfacts.template import load_template
 

@@ -2,7 +2,7 @@
 
 The routes pass these to Powertools' decorators (`responses=`, `openapi_extensions=`). They are
 plain dictionaries that name schemas by reference: the schemas themselves are generated from the
-pydantic models of `wakeup.api.models` and `wakeup.api.schema` when the document is built, never
+pydantic models of `wakeup.api.models` and `apidoc.schema` when the document is built, never
 at run time, so documenting a route costs its cold start nothing.
 """
 

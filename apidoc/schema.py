@@ -1,9 +1,9 @@
 """The replies' shapes as pydantic models, for the OpenAPI document and the tests.
 
 The routes build their replies with `wakeup.api.models.instance_reply` and `wakeup.api.http`; these
-models describe them. Never imported at run time: a model costs cold start, and the hot path's
-is kept small. The tests check each reply against them (tests/functional/test_openapi.py, and the
-fuzz run against the local stack).
+models describe them. They live here, outside the Lambda layer, because nothing at run time needs
+them: a model costs cold start, and the hot path's is kept small. The tests check each reply
+against them (tests/functional/test_openapi.py, and the fuzz run against the local stack).
 """
 
 from typing import Annotated
