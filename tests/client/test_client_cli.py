@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from support.moments import year_ahead
 from wakeup_client import InstanceClient, WakeupClient, mint_instance_token
 from wakeup_client.cli import main
 from wakeup_client.testing import FakeWakeupService
@@ -139,15 +140,16 @@ def test_register_refused_by_the_service_fails_with_its_reason(wakeup: Cli, monk
 def test_show_describes_the_instance_for_a_person(wakeup: Cli) -> None:
     token = mint_instance_token()
     instance_id = wakeup.account().register(HOST, token).id
+    year = year_ahead()
     InstanceClient(wakeup.fake.url, token, session=wakeup.fake.session()).wake_at(
-        datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+        datetime(year, 1, 2, 3, 4, 5, tzinfo=UTC)
     )
 
     ran = wakeup("instances", "show", instance_id)
 
     assert ran.code == 0
     assert instance_id in ran.out and HOST in ran.out
-    assert "2030-01-02T03:04:05.000Z" in ran.out and "pending" in ran.out
+    assert f"{year}-01-02T03:04:05.000Z" in ran.out and "pending" in ran.out
 
 
 def test_show_as_json_is_the_services_shape(wakeup: Cli) -> None:
@@ -168,13 +170,14 @@ def test_show_as_json_is_the_services_shape(wakeup: Cli) -> None:
 def test_show_says_when_the_host_was_called(wakeup: Cli) -> None:
     token = mint_instance_token()
     instance_id = wakeup.account().register(HOST, token).id
-    at = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+    year = year_ahead()
+    at = datetime(year, 1, 2, 3, 4, 5, tzinfo=UTC)
     InstanceClient(wakeup.fake.url, token, session=wakeup.fake.session()).wake_at(at)
     wakeup.fake.record_answer(wakeup.fake.due(at)[0], 200, when=at + timedelta(milliseconds=120))
 
     ran = wakeup("instances", "show", instance_id)
 
-    assert "called at 2030-01-02T03:04:05.120Z" in ran.out
+    assert f"called at {year}-01-02T03:04:05.120Z" in ran.out
 
 
 def test_show_of_an_unknown_instance_fails(wakeup: Cli) -> None:
@@ -220,12 +223,13 @@ def instance_token(wakeup: Cli) -> str:
 
 
 def test_wake_at_registers_that_time(wakeup: Cli, instance_token: str) -> None:
-    ran = wakeup("wake", "--at", "2030-01-02T04:04:05+01:00", "--token", instance_token, "--json")
+    year = year_ahead()
+    ran = wakeup("wake", "--at", f"{year}-01-02T04:04:05+01:00", "--token", instance_token, "--json")
 
     assert ran.code == 0
-    assert ran.json() == {"at": "2030-01-02T03:04:05.000Z"}
-    assert [w.at for w in wakeup.fake.due(datetime(2031, 1, 1, tzinfo=UTC))] == [
-        datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert ran.json() == {"at": f"{year}-01-02T03:04:05.000Z"}
+    assert [w.at for w in wakeup.fake.due(datetime(year + 1, 1, 1, tzinfo=UTC))] == [
+        datetime(year, 1, 2, 3, 4, 5, tzinfo=UTC)
     ]
 
 
@@ -249,10 +253,10 @@ def test_wake_in_registers_now_plus_the_duration(
     "argv",
     [
         ["wake"],
-        ["wake", "--at", "2030-01-02T03:04:05", "--token", "swi_x"],
-        ["wake", "--at", "2030-02-30T03:04:05Z"],
+        ["wake", "--at", "2099-01-02T03:04:05", "--token", "swi_x"],
+        ["wake", "--at", "2099-02-30T03:04:05Z"],
         ["wake", "--in", "soon"],
-        ["wake", "--in", "5m", "--at", "2030-01-02T03:04:05Z"],
+        ["wake", "--in", "5m", "--at", "2099-01-02T03:04:05Z"],
         [],
         ["instances"],
         ["instances", "show"],

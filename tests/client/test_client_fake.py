@@ -11,11 +11,14 @@ from wakeup_client import ErrorCode, InstanceClient, WakeupClient, WakeupError, 
 from wakeup_client.testing import DueWake, FakeWakeupService
 
 AT = datetime(2030, 6, 1, 12, 0, tzinfo=UTC)
+# The fake's clock in these tests: a day before AT, whatever today is (a past `at` would be stored
+# as now, as the service stores it).
+NOW = AT - timedelta(days=1)
 
 
 @pytest.fixture
 def fake() -> FakeWakeupService:
-    return FakeWakeupService()
+    return FakeWakeupService(clock=lambda: NOW)
 
 
 @pytest.fixture

@@ -98,7 +98,7 @@ def test_a_revoked_accounts_token_and_its_instances_tokens_are_401(stack: Any) -
     assert requests.get(f"{stack.url}/wakeup/instances", headers=auth, timeout=10).status_code == 401
     wake = requests.put(
         f"{stack.url}/wakeup/wake",
-        json={"at": "2030-01-01T00:00:00Z"},
+        json={"at": "2099-01-01T00:00:00Z"},
         headers={"Authorization": f"Bearer {instance_token}"},
         timeout=10,
     )

@@ -10,6 +10,7 @@ import boto3
 import pytest
 import requests
 
+from support.moments import year_ahead
 from wakeup.tokens import TokenKind, mint
 
 UNKNOWN_ID = "0b7e1f0e-6f43-4c5e-9d55-3b1f6d3c2a10"
@@ -71,15 +72,16 @@ def test_a_new_token_makes_an_instance_201(api: Api) -> None:
 
 def test_the_same_token_again_is_200_with_the_same_instance_and_its_wake_kept(api: Api) -> None:
     instance_id, token = api.register("http://host.test/a")
-    assert api.wake(token, "2030-01-01T00:00:00Z").status_code == 204
+    year = year_ahead()
+    assert api.wake(token, f"{year}-01-01T00:00:00Z").status_code == 204
     again = api.send("POST", "/wakeup/instances", json={"url": "HTTP://HOST.test/a/", "token": token})
     assert again.status_code == 200 and again.json() == {"id": instance_id}
-    assert api.send("GET", f"/wakeup/instances/{instance_id}").json()["at"] == "2030-01-01T00:00:00.000Z"
+    assert api.send("GET", f"/wakeup/instances/{instance_id}").json()["at"] == f"{year}-01-01T00:00:00.000Z"
 
 
 def test_the_same_token_with_a_new_url_moves_the_instance_and_forgets_its_wake(api: Api) -> None:
     instance_id, token = api.register("http://old.test")
-    assert api.wake(token, "2030-01-01T00:00:00Z").status_code == 204
+    assert api.wake(token, f"{year_ahead()}-01-01T00:00:00Z").status_code == 204
     moved = api.send("POST", "/wakeup/instances", json={"url": "http://new.test", "token": token})
     assert moved.status_code == 200 and moved.json() == {"id": instance_id}
     shown = api.send("GET", f"/wakeup/instances/{instance_id}").json()
@@ -184,7 +186,7 @@ def test_delete_is_204_without_a_body_and_frees_the_token(api: Api, other: Api) 
     reply = api.send("DELETE", f"/wakeup/instances/{instance_id}")
     assert reply.status_code == 204 and reply.content == b""
     error_of(api.send("GET", f"/wakeup/instances/{instance_id}"), 404)
-    error_of(api.wake(token, "2030-01-01T00:00:00Z"), 401)
+    error_of(api.wake(token, f"{year_ahead()}-01-01T00:00:00Z"), 401)
     again = other.send("POST", "/wakeup/instances", json={"url": "http://host.test", "token": token})
     assert again.status_code == 201 and again.json()["id"] != instance_id
 
@@ -195,19 +197,21 @@ def test_delete_is_204_without_a_body_and_frees_the_token(api: Api, other: Api) 
 def test_a_wake_registered_right_after_its_instance_is_accepted(api: Api) -> None:
     for _ in range(5):
         instance_id, token = api.register()
-        assert api.wake(token, "2030-01-01T10:30:00.250+01:00").status_code == 204
+        year = year_ahead()
+        assert api.wake(token, f"{year}-01-01T10:30:00.250+01:00").status_code == 204
         shown = api.send("GET", f"/wakeup/instances/{instance_id}").json()
-        assert shown["at"] == "2030-01-01T09:30:00.250Z"
+        assert shown["at"] == f"{year}-01-01T09:30:00.250Z"
 
 
 def test_a_wake_is_204_without_a_body_and_replaces_the_one_before(api: Api) -> None:
     instance_id, token = api.register()
-    assert api.wake(token, "2030-01-01T00:00:00Z").status_code == 204
-    reply = api.wake(token, "2031-06-01T12:00:00+02:00")
+    year = year_ahead()
+    assert api.wake(token, f"{year}-01-01T00:00:00Z").status_code == 204
+    reply = api.wake(token, f"{year + 1}-06-01T12:00:00+02:00")
     assert reply.status_code == 204 and reply.content == b""
     shown = api.send("GET", f"/wakeup/instances/{instance_id}").json()
     assert (shown["at"], shown["calledAt"], shown["attempts"], shown["lastError"]) == (
-        "2031-06-01T10:00:00.000Z",
+        f"{year + 1}-06-01T10:00:00.000Z",
         None,
         0,
         None,
@@ -215,7 +219,7 @@ def test_a_wake_is_204_without_a_body_and_replaces_the_one_before(api: Api) -> N
 
 
 @pytest.mark.parametrize(
-    "at", ["2030-01-01", "2030-01-01T09:30:00", "2026-02-30T09:30:00Z", "soon", "2030-01-01T09:30:00+0100"]
+    "at", ["2099-01-01", "2099-01-01T09:30:00", "2099-02-30T09:30:00Z", "soon", "2099-01-01T09:30:00+0100"]
 )
 def test_an_at_without_a_zone_or_impossible_is_400(api: Api, at: str) -> None:
     _, token = api.register()
@@ -284,8 +288,8 @@ def test_a_missing_malformed_or_unknown_account_token_is_401(stack: Any, authori
 def test_a_token_of_the_wrong_kind_is_401(api: Api) -> None:
     _, instance_token = api.register()
     error_of(api.send("GET", "/wakeup/instances", token=instance_token), 401)
-    error_of(api.send("PUT", "/wakeup/wake", token=api.token, json={"at": "2030-01-01T00:00:00Z"}), 401)
-    error_of(api.wake(mint(TokenKind.INSTANCE), "2030-01-01T00:00:00Z"), 401)
+    error_of(api.send("PUT", "/wakeup/wake", token=api.token, json={"at": f"{year_ahead()}-01-01T00:00:00Z"}), 401)
+    error_of(api.wake(mint(TokenKind.INSTANCE), f"{year_ahead()}-01-01T00:00:00Z"), 401)
 
 
 # -- routing ------------------------------------------------------------------------------------
@@ -327,7 +331,7 @@ def table_items(stack: Any) -> Iterator[Any]:
 
 def test_only_hashes_of_tokens_are_stored(api: Api, table_items: Any) -> None:
     instance_id, instance_token = api.register()
-    api.wake(instance_token, "2030-01-01T00:00:00Z")
+    api.wake(instance_token, f"{year_ahead()}-01-01T00:00:00Z")
     dump = json.dumps(table_items())
     for token in (api.token, instance_token):
         assert token not in dump and token[4:] not in dump
@@ -338,7 +342,7 @@ def test_only_hashes_of_tokens_are_stored(api: Api, table_items: Any) -> None:
 def test_no_reply_carries_a_token_a_hash_or_a_trace(api: Api, other: Api) -> None:
     # given replies of every kind, good and bad, from the whole run so far and a few more
     instance_id, token = api.register()
-    api.wake(token, "2030-01-01T00:00:00Z")
+    api.wake(token, f"{year_ahead()}-01-01T00:00:00Z")
     api.send("GET", f"/wakeup/instances/{instance_id}")
     other.send("POST", "/wakeup/instances", json={"url": "http://h.test", "token": token})
     api.send("POST", "/wakeup/instances", data="{", headers={"Content-Type": "application/json"})
