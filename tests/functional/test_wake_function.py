@@ -54,7 +54,7 @@ def in_a_day() -> str:
 
 def test_the_sample_with_a_minted_token_registers_the_wake_204(env: Deployed, instance: Instance) -> None:
     # given the sample, its placeholder token replaced by the instance's and its time by one a day
-    # ahead (the sample's own date passes; a past time would be stored as the time it was received)
+    # ahead (a time this test reads back exactly)
     sample_body = json.loads(load_event(PUT_WAKE)["body"])
     at = parse_stored(in_a_day())
     event = api_event(PUT_WAKE, token=instance.token, body={**sample_body, "at": format_time(at)})
