@@ -1,9 +1,24 @@
 """``FakeWakeupService``: the wakeup service in memory, for tests of code that uses the clients.
 
-It answers the HTTP contract (DESIGN section 2) with the service's rules: token kinds and hashes,
-201 / 200 / 409 on register, 403 for another account's instance, 404 for an unknown or malformed
-id, a move forgetting the wake, a new wake replacing the old, pages with a cursor. It is mounted
-into a ``requests.Session`` as a transport adapter, so the real clients talk to it unchanged::
+It answers the HTTP contract (DESIGN section 2) with these of the service's rules: token kinds and
+hashes, 201 / 200 / 409 on register, 403 for another account's instance, 404 for an unknown or
+malformed id, a move forgetting the wake, a new wake replacing the old, pages with a cursor, the
+times, URLs and bodies the service refuses. tests/client/test_client_contract.py runs the same
+assertions on it and on the local stack, so these cannot drift.
+
+What it leaves out or holds apart from the service:
+
+- no account limit: an account registers any number of instances (the service answers 403 past
+  its limit, ``WAKEUP_MAX_INSTANCES_PER_ACCOUNT``);
+- no wake rate: an instance registers any number of wakes (the service answers 429 past
+  ``WAKEUP_MAX_WAKES_PER_WINDOW`` in a window);
+- ``GET /wakeup/instances/{id}/attempts`` and ``revoke_account`` follow the service's documented
+  behaviour, but are tested on the fake alone (tests/client/test_client_fake.py), not by the
+  contract suite against the stack;
+- nothing calls hosts, and nothing happens on its own as time passes (below).
+
+It is mounted into a ``requests.Session`` as a transport adapter, so the real clients talk to it
+unchanged::
 
     fake = FakeWakeupService()
     account = WakeupClient(fake.url, fake.account_token, session=fake.session())

@@ -5,12 +5,17 @@ no 5xx, an error body in the service's shape on every 4xx it answers (API Gatewa
 `{"message"}` only for the 429, 500 and 503 it answers itself), and a status, content type and body
 the document describes. The budget is bounded for `make test` (`WAKEUP_FUZZ_EXAMPLES` per operation
 and mode, 40 by default); raise it to explore: `WAKEUP_FUZZ_EXAMPLES=1000 .venv/bin/pytest tests/e2e/test_api_fuzz.py`.
+
+A failure can be replayed: each test prints its seed (shown with a failure's captured output), and
+`WAKEUP_FUZZ_SEED=<seed>` runs that exploration again; hypothesis also prints the failing example
+itself as a `@reproduce_failure(...)` decorator (`print_blob`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -19,7 +24,7 @@ from urllib.parse import quote, urlencode
 import pytest
 import requests
 import schemathesis
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 from schemathesis.generation import GenerationMode
@@ -35,8 +40,16 @@ from wakeup.tokens import TokenKind, mint
 SCHEMA = schemathesis.openapi.from_path(str(apidoc.DOCUMENT))
 OPERATIONS = [(method.upper(), path) for path, item in SCHEMA.raw_schema["paths"].items() for method in item]
 EXAMPLES = int(os.environ.get("WAKEUP_FUZZ_EXAMPLES", "40"))
+# The exploration's seed: a new one each run, unless given to replay one.
+SEED = int(os.environ.get("WAKEUP_FUZZ_SEED") or random.SystemRandom().randrange(2**32))
 # The statuses API Gateway answers itself, in its own shape.
 GATEWAY_STATUSES = {429, 500, 503}
+
+
+@pytest.fixture(autouse=True)
+def said_seed() -> None:
+    """Printed in each test's captured output, which pytest shows with its failure."""
+    print(f"fuzz seed {SEED}: WAKEUP_FUZZ_SEED={SEED} replays this run")
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +99,10 @@ def test_fuzzed_requests_get_replies_the_document_describes(
         max_examples=EXAMPLES,
         deadline=None,
         database=None,
+        print_blob=True,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
     )
+    @seed(SEED)
     @given(case=operation.as_strategy(generation_mode=mode))
     def exchange(case: Any) -> None:
         response = case.call(
@@ -137,8 +152,10 @@ _BODIES = st.binary(max_size=200) | _JSON_TEXT | _ATTACKS
     max_examples=EXAMPLES * 4,
     deadline=None,
     database=None,
+    print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+@seed(SEED)
 @given(line=_REQUEST_LINES, instance_id=_IDS, query=_QUERIES, body=_BODIES)
 def test_any_request_gets_a_4xx_in_the_error_shape_or_a_success(
     stack: Any,

@@ -18,6 +18,7 @@ from support.api import Api
 from support.host import WakeHost, closed_port_url, hang, redirect
 from support.stack_process import MakeStack, StackProcess
 from support.waiting import wait_until
+from wakeup.logic.delivery import EARLY_REARM_S
 from wakeup_awsfacts.template import load_template
 
 # How late a call may be (DESIGN section 3), and how long to watch for a call that must not come.
@@ -25,7 +26,12 @@ ON_TIME_S = 1.0
 # How late one wake's call may be in a test that runs beside five other workers' stacks on two
 # cores: the promise's second, and a second more for the loaded machine (CI saw 1.07 s).
 ON_TIME_LOADED_S = ON_TIME_S + 1.0
-QUIET_S = 3.0
+# The session stack's claim lease (WAKEUP_CLAIM_LEASE_S in tests/conftest.py's STACK_SETTINGS).
+CLAIM_LEASE_S = 4.0
+# How long to watch for a call that must not come. A second call could only follow the first claim's
+# end: its lease, plus the time a claim is made ahead of the wake (EARLY_REARM_S), after the first
+# call at most; and a loaded machine's second more.
+QUIET_S = CLAIM_LEASE_S + EARLY_REARM_S + ON_TIME_LOADED_S
 # The tolerance for the last of a hundred wakes at one second, by the service's own clock.
 BURST_P99_S = 2 * ON_TIME_S
 # How far ahead a burst's wakes are due: registering them all, on a loaded machine, comes first.
@@ -281,11 +287,14 @@ def test_a_hundred_wakes_due_at_one_second_are_each_called_once_on_time(
 def test_a_caller_that_dies_mid_call_is_replaced_after_its_lease_never_sooner(
     instances: Instances, host: WakeHost, stack: StackProcess
 ) -> None:
-    # given a wake 4 s ahead (its message comes up to two seconds early: after the claim below is
-    # written), and a caller that claimed it and died: its claim is in the table
+    # given a wake 8 s ahead, and a caller that claimed it and died: its claim is in the table,
+    # written long before the real caller can claim (its message comes up to two seconds early, and
+    # claims up to EARLY_REARM_S ahead), and only where no claim is yet, so that a machine too slow
+    # for that fails here, plainly, rather than racing the real caller below
     instance_id, token = instances.new(host.url)
-    instances.wake(token, iso(time.time() + 4))
-    lease_end_ms = int((time.time() + 7) * 1000)  # as stored: to the millisecond
+    due = time.time() + 8
+    instances.wake(token, iso(due))
+    lease_end_ms = int((due + 3) * 1000)  # as stored: to the millisecond
     lease_end = lease_end_ms / 1000
     aws = StackAws(stack)
     stored = aws.stored_instance(instance_id)
@@ -293,11 +302,11 @@ def test_a_caller_that_dies_mid_call_is_replaced_after_its_lease_never_sooner(
         TableName=stack.table_name,
         Key={"pk": {"S": f"INSTANCE#{instance_id}"}},
         UpdateExpression="SET claim_until = :until",
-        ConditionExpression="reg = :reg",
+        ConditionExpression="reg = :reg AND attribute_not_exists(claim_until)",
         ExpressionAttributeValues={":until": {"N": str(lease_end_ms)}, ":reg": stored["reg"]},
     )
     # when the trigger comes, the claim is held: then
-    [call] = host.wait_for_calls(1, timeout=15)
+    [call] = host.wait_for_calls(1, timeout=20)
     assert lease_end <= call.wall <= lease_end + ON_TIME_LOADED_S + 1  # the re-sent trigger's whole-second delay
     instances.wait_for(instance_id, lambda b: b["calledAt"] is not None, "the call recorded")
     host.assert_no_calls_beyond(1, during=QUIET_S)

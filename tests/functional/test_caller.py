@@ -359,26 +359,32 @@ def test_a_schedules_call_waits_for_its_time_from_after_the_read_and_the_claim(e
 
 
 def test_an_early_trigger_is_armed_again_for_its_time(env: Deployed, caller: ModuleType, wake_host: Host) -> None:
-    at = now() + timedelta(seconds=5)
+    at = now() + timedelta(seconds=10)
     trigger = env.new_wake(env.new_instance(wake_host.url), at)
 
+    before = now()
     handler(caller, sqs_batch(trigger))
+    after = now()
 
     assert wake_host.calls == []
     [(sent, delay)] = env.triggers.sent
     assert sent == trigger
-    assert 4 < delay <= 5
+    # the time left until the wake when the trigger was sent again
+    assert (at - after).total_seconds() <= delay <= (at - before).total_seconds()
     assert env.delayed_count() == 1
 
 
 def test_the_last_moment_before_the_wake_is_waited_out(env: Deployed, caller: ModuleType, wake_host: Host) -> None:
-    at = now() + timedelta(seconds=0.8)
+    at = now() + timedelta(seconds=1.5)
     trigger = env.new_wake(env.new_instance(wake_host.url), at)
 
+    assert now() < at, "the wake came due before the caller had a moment to wait out"
     handler(caller, sqs_batch(trigger))
 
+    # then the call comes at the wake's time, within the promise's second and a second more for a
+    # loaded machine
     [call] = wake_host.calls
-    assert at <= call.at < at + timedelta(seconds=0.5)
+    assert at <= call.at < at + timedelta(seconds=2)
     assert env.triggers.sent == []
 
 
@@ -610,7 +616,9 @@ def test_a_call_to_a_denied_address_is_a_failed_call_retried_at_the_normal_backo
         instance_id = env.new_instance(host.url)
         trigger = env.new_wake(instance_id, now() - timedelta(seconds=1))
 
+        started = now()
         handler(caller, sqs_batch(trigger))
+        spent_s = (now() - started).total_seconds()
 
         assert host.calls == []
         instance = env.store.get_instance(instance_id)
@@ -619,7 +627,7 @@ def test_a_call_to_a_denied_address_is_a_failed_call_retried_at_the_normal_backo
         # The first retry, one second after the failure, like any failed call's (less the moment
         # spent since then, when it is armed).
         [(retry, delay_s)] = env.triggers.sent
-        assert retry == Trigger(instance_id, trigger.reg, 1) and 0.5 < delay_s <= 1
+        assert retry == Trigger(instance_id, trigger.reg, 1) and 1 - spent_s <= delay_s <= 1
     printed = capsys.readouterr().out
     assert counted(printed, "CallsRefused") == 1
     assert counted(printed, "CallsFailed") == 1

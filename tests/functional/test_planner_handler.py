@@ -164,7 +164,7 @@ def test_with_no_burst_coming_provisioned_mode_is_turned_off(
     # then provisioned mode is off: no poller is left to pay for
     assert result["sent"] and result["plan"]["pollers"] is None
     assert "MinimumPollers" not in pollers_of(lambda_client, mapping_uuid)
-    assert counted(capsys.readouterr().out, "PlannedPollers") == 0
+    assert emitted_metrics(capsys.readouterr().out)["PlannedPollers"] == [0]
 
 
 def test_a_failing_run_publishes_no_heartbeat(

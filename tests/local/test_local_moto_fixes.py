@@ -315,11 +315,12 @@ def test_a_long_poll_returns_a_delayed_message_as_it_comes_due(fixed_moto: str) 
         # when a message is sent with a 1 s delay
         sqs.send_message(QueueUrl=queue, MessageBody="due", DelaySeconds=1)
         (message,) = poll.result(timeout=10)["Messages"]
-    # then the poll returns it as it comes due (SQS's long poll returns once a message is available)
+    # then the poll returns it as it comes due (SQS's long poll returns once a message is available),
+    # not when its 5 s are out (4 s after it came due); within 2 s on a loaded machine
     attributes = message["Attributes"]
     due = int(attributes["SentTimestamp"]) / 1000 + 1
     received = int(attributes["ApproximateFirstReceiveTimestamp"]) / 1000
-    assert due <= received < due + 0.4
+    assert due <= received < due + 2
 
 
 def test_a_long_poll_on_an_empty_queue_waits_its_time_and_returns_a_message_sent_meanwhile(fixed_moto: str) -> None:

@@ -206,11 +206,14 @@ def test_the_body_is_not_waited_for(serve: Callable[[Answer], Host]) -> None:
 
     host = serve(endless_body)
 
+    # then the call ends with the status line, well before the timeout a wait for the body would reach
+    # (half of it: room for a loaded machine)
+    timeout_s = 5
     started = time.monotonic()
-    outcome = call_wake(host.url, INSTANCE_ID, timeout_s=3)
+    outcome = call_wake(host.url, INSTANCE_ID, timeout_s=timeout_s)
 
     assert outcome.ok
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < timeout_s / 2
 
 
 def test_a_port_nobody_listens_on_is_connection_refused() -> None:

@@ -96,5 +96,5 @@ def test_compiled_scenarios_give_every_figure_the_python_ones_give(tmp_path: Pat
     for scenario, compiled_figures, python in zip(CHOSEN, native_figures, python_figures, strict=True):
         # repr: a figure of no value (NaN, an empty list's percentile) is not equal to itself.
         assert repr(compiled_figures) == repr(python), scenario.name
-    # Runs that delivered: each scenario's wakes were late by something, and few or none lost.
-    assert all(f["p99_s"] > 0 and f["lost"] < f["wakes"] for f in python_figures)
+    # Runs that delivered: each scenario's wakes were late by something, and none lost.
+    assert all(f["p99_s"] > 0 and f["lost"] == 0 for f in python_figures)
