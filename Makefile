@@ -3,8 +3,7 @@ PORT ?= 3000
 # The interpreter .venv is made from: the system's /usr/bin/python3 where it is 3.11 or newer and can
 # make a virtual environment, else the first python3 on PATH; `make PYTHON=python3.12 test` for
 # another. Distributions build theirs with profile-guided and link-time optimisation, which pyenv's
-# default build leaves out: on a 2-core machine the local stack's tests took 16% less CPU on
-# Debian's 3.11.2 than on pyenv's 3.11.7, and a Python loop a third less time.
+# default build leaves out, so the same tests take less CPU on them (docs/benchmark.md, "Make").
 PYTHON ?= $(shell /usr/bin/python3 -c 'import sys, ensurepip; sys.exit(sys.version_info < (3, 11))' \
 	2>/dev/null && echo /usr/bin/python3 || echo python3)
 VENV := .venv
@@ -12,7 +11,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # aws-sam-cli pins its own cfn-lint, click and requests: it lives in a virtual environment of its own.
 # Both are installed with --no-compile: Python compiles a module when it is first imported, and most
-# of what is installed (sympy, moto's other services) never is; that halves the install's CPU.
+# of what is installed (sympy, moto's other services) never is, so compiling it all is wasted.
 SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
 export SAM_CLI_TELEMETRY := 0
@@ -22,7 +21,7 @@ export SAM_CLI_TELEMETRY := 0
 # Python caches each module it compiles (its .pyc) unless PYTHONDONTWRITEBYTECODE is set, as it is
 # in some shells and containers. A test run starts hundreds of Python processes (moto, the
 # functions' environments, the workers, the CLIs); without the cache each compiled moto, boto3 and
-# the tests from source again (moto's import took 1.6 s of CPU against 0.7 s with it). Every recipe
+# the tests from source again, and compiling is most of an import's CPU. Every recipe
 # here writes the cache, into .venv and the checkout's __pycache__ folders (ignored by git).
 unexport PYTHONDONTWRITEBYTECODE
 
@@ -45,7 +44,7 @@ test: $(STAMP)
 
 # Imports every test module once, so that Python's bytecode cache and pytest's rewritten tests are
 # written by one process: else `make pytest`'s workers each compile moto, boto3 and the tests
-# at once (18 s of CPU each on a fresh clone, 6 s from the cache).
+# at once, on a fresh clone, each paying what one process pays for all (docs/benchmark.md, "Make").
 .PHONY: collect
 collect: $(STAMP)
 	$(BIN)/pytest --collect-only -q > /dev/null
@@ -59,13 +58,13 @@ lint: $(STAMP)
 	$(BIN)/mypy layers/wakeup/wakeup local/wakeup_local admin/wakeup_admin sim/wakeup_sim awsfacts/wakeup_awsfacts cost/wakeup_cost calibrate/wakeup_calibrate client/wakeup_client functions apidoc
 	$(BIN)/cfn-lint template.yaml
 
-# Six workers on two cores: most tests wait on real time (a wake's second, a schedule's minute);
-# four kept the two cores a little over half busy, six two thirds, and finished a fifth sooner.
+# Six workers on two cores: most tests wait on real time (a wake's second, a schedule's minute), so
+# more workers than cores keep the cores busy while others wait (docs/benchmark.md, "Make").
 # worksteal's even runs, each started with a slow test by tests/conftest.py, so that those run side
 # by side from the start. The CPU-heavy simulations (marked in tests/conftest.py) run meanwhile at a
-# low share of the cores (nice 10: where a timed test's processes want a core too, they get about
-# nine tenths of it): they take what the timed tests leave idle. (At nice 19 they starved for minutes beside other work at
-# nice 10; their timeout is longer for a busy machine.) Last, the tests marked `alone` (the 100-wake
+# low share of the cores (nice 10: where a timed test's processes want a core too, they get most
+# of it): they take what the timed tests leave idle. (Not nice 19: beside other work at nice 10
+# they starved; their timeout is longer for a busy machine.) Last, the tests marked `alone` (the 100-wake
 # burst, the SQS poller's promptness), timed against the one-second goal with nothing beside them.
 pytest: $(STAMP)
 	@heavy_log=$$(mktemp); \
@@ -124,7 +123,7 @@ clean:
 	rm -rf $(VENV) $(SAM_VENV) bench/.venv .aws-sam .mypy_cache .pytest_cache .ruff_cache .sim-native .sim-native.build-*
 
 # The simulator's hottest modules compiled with mypyc, in a copy of its packages that `make simulate`
-# imports first (a quarter less CPU; sim/build_native.py says which and why), made again when a
+# imports first (less CPU; sim/build_native.py says which and why), made again when a
 # source changes: the simulator's, or the service's it was type-checked against (the folders count
 # too: a module added, removed or renamed).
 NATIVE := .sim-native
@@ -141,7 +140,7 @@ $(NATIVE)/.built: $(STAMP) $(NATIVE_SOURCES)
 .PHONY: simulate
 simulate: $(STAMP)
 	@$(MAKE) --no-print-directory $(NATIVE)/.built || \
-		echo "make simulate: running the simulator's Python modules (a quarter slower)" >&2
+		echo "make simulate: running the simulator's Python modules (slower than compiled)" >&2
 	PYTHONPATH=$(NATIVE):. $(BIN)/python -m wakeup_sim
 
 # What a deployment costs before it is deployed: every charge of a month with no wake, a million near

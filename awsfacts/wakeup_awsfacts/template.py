@@ -49,8 +49,8 @@ NO_VALUE: Any = _NoValue()
 # --- loading -------------------------------------------------------------------------------------
 
 
-# libyaml's parser where PyYAML has it (its wheels do): it reads template.yaml in a tenth of the CPU
-# of the pure-Python one, and the tests deploy the template some 170 times a run. Both build the
+# libyaml's parser where PyYAML has it (its wheels do): it parses in C what the pure-Python one
+# parses in Python, and the tests deploy the template over a hundred times a run. Both build the
 # document with the same safe constructors (`SafeConstructor`), so it is the same.
 try:
     from yaml import CSafeLoader as _SafeLoader
@@ -130,8 +130,8 @@ def parse_template(text: str) -> dict[str, Any]:
     return document
 
 
-# The tests deploy template.yaml some 170 times a run, most in a few processes: a parse takes 20 ms
-# of CPU, a copy of the first one's document 0.3 ms.
+# The tests deploy template.yaml over a hundred times a run, most in a few processes: unpickling the
+# first parse's document is much cheaper than parsing the text again (docs/benchmark.md).
 @functools.lru_cache(maxsize=16)
 def _parsed(text: str) -> bytes:
     try:

@@ -46,7 +46,8 @@ PUT_CLIENTS = 4
 # The local stack has no DynamoDB throughput limit and bounds its functions, not the account.
 UNLIMITED = 1e12
 SAMPLE_EVERY_S = 0.25
-# How often the sessions with work are counted (a scan of /proc: about 2 ms of CPU here).
+# How often the sessions with work are counted: each count is a scan of /proc, so a few a second
+# see a burst's second without the scans becoming work of their own.
 RUNNABLE_EVERY_S = 0.05
 
 

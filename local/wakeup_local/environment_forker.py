@@ -33,7 +33,8 @@ from collections.abc import Sequence
 import setproctitle
 
 # The layer's packages (layers/wakeup/requirements.txt) and the runtime client's JSON: their imports
-# were nine tenths of a cold start's CPU (Powertools' batch utility builds its parser's models).
+# are most of a cold start's CPU (Powertools' batch utility builds its parser's models), so the fork
+# server imports them once for every environment it forks (docs/benchmark.md, "The local stack").
 # Each is checked to read no variable as it is imported but those the fork server is started with
 # (tests/local/test_local_environment_process.py).
 PRELOAD = (

@@ -3,8 +3,8 @@ with exactly the environment's variables, its output into the environment's pipe
 its own.
 
 Most are forked from a fork server (environment_forker.py) that has imported the packages the
-functions' layer brings: importing boto3, pydantic and Powertools was nine tenths of a cold start's
-CPU (the caller's: 0.49 s, now 0.05 s), and the suite starts some 250 environments, a burst tens.
+functions' layer brings: importing boto3, pydantic and Powertools is most of a cold start's CPU,
+and the suite starts hundreds of environments, a burst tens (docs/benchmark.md, "The local stack").
 The function's own init (its handler's module, its settings, its clients) still runs in each
 environment, as Lambda runs it: the fork server imports none of it. What a cold start here does not
 repeat is the import of those packages, so a local Init Duration is shorter than a new process's

@@ -2,8 +2,8 @@
 
 werkzeug's development server, which moto's own server runs, parses each request's headers with
 the email package, builds its environment and reply through several layers, and writes a reply in
-pieces. Under a burst of wakes that was a fifth of moto's process's CPU (py-spy, with the GIL). This
-server reads a request with a few `readline`s, builds the same WSGI environment as werkzeug does
+pieces: under a burst of wakes, a large share of moto's process's CPU, under the GIL the handlers'
+requests share (docs/benchmark.md, "The local stack"). This server reads a request with a few `readline`s, builds the same WSGI environment as werkzeug does
 (what moto reads of it: the method, the raw path, the headers without underscores), gives the
 application the whole body at once, and writes the whole reply in one `sendall`.
 

@@ -34,8 +34,9 @@ from wakeup_local.sqs_poller import batching_of, scaling_of
 log = logging.getLogger(__name__)
 
 # How often the watcher reads each mapping: a change applies within this of its `Enabled` (AWS
-# gives no time for an update to apply; the planner assumes minutes). Each read costs the stack's
-# process and moto's about 7 ms of CPU together: at 0.5 s an idle stack spent 1% of a core on them.
+# gives no time for an update to apply; the planner assumes minutes). Each read costs CPU in the
+# stack's process and in moto's, which an idle stack pays every interval: a change within seconds
+# is all a test or the planner needs.
 WATCH_INTERVAL_S = 2.0
 # The states in which a mapping's configuration is the one Lambda runs (GetEventSourceMapping's
 # `State`; the others are a change under way).

@@ -2,8 +2,8 @@
 
 moto serialises a reply by walking the operation's output shape. For an item that means, for each
 attribute, trying each of AttributeValue's ten members (S, N, B, ... BOOL) under several spellings
-of its name (moto's `XFormedAttributePicker`): a quarter of moto's CPU for a registration or a
-delivered wake, whose replies carry the instance's item (py-spy and cProfile, under a burst).
+of its name (moto's `XFormedAttributePicker`): a large share of moto's CPU for a registration or a
+delivered wake, whose replies carry the instance's item (docs/benchmark.md, "The local stack").
 
 An item here is already what the JSON reply holds: moto's DynamoDB handler turns its values into
 `{"S": "..."}`-shaped dicts (`dynamo_to_dict`), and walking the shape gives the same dicts back. So

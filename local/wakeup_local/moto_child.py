@@ -65,8 +65,8 @@ def read_schedule(region: str, group: str, name: str) -> str | None:
 # The services the local stack calls, by the names moto's server gives their backends
 # (moto.backend_index). On a service's first request moto makes its Flask app (and with it the
 # service's backend for the default account in us-east-1, the stack's), reads its model and builds
-# the map of its operations' URLs: 0.6 s of CPU for these six in each moto, and the suite starts
-# some ninety. The fork server makes them once; each moto it forks starts with a copy of its own,
+# the map of its operations' URLs, most of a new moto's start, and the suite starts dozens of motos.
+# The fork server makes them once; each moto it forks starts with a copy of its own,
 # as it would have made them (no thread, clock or random id in them).
 SERVICES = ("dynamodb", "sqs", "scheduler", "secretsmanager", "iam", "awslambda")
 MODELS = ("dynamodb", "sqs", "scheduler", "secretsmanager", "iam", "lambda")  # botocore's names
@@ -90,7 +90,7 @@ def prepare_apps() -> None:
         app.url_map.update()
         _apps[service] = app
     # And what moto's handlers read on a service's first request: the service's model, and the map
-    # from its operations' URLs to them (the Lambda one took 0.14 s to build).
+    # from its operations' URLs to them (Lambda's, the largest model, is the slowest to build).
     for model_name in MODELS:
         try:
             model = get_service_model(model_name)

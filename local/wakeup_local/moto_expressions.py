@@ -3,8 +3,8 @@
 Conditions:
 
 - moto lexes each condition expression (`ConditionExpression`, `FilterExpression`) anew on every
-  request, compiling its six patterns for each token: 8% of moto's CPU under a burst of
-  registrations. The tokens depend on the expression's text alone, and moto's later steps build
+  request, compiling its six patterns for each token, a share of moto's CPU under a burst of
+  registrations that grows with the expressions' length. The tokens depend on the expression's text alone, and moto's later steps build
   new nodes from them rather than change them, so each text is lexed once (up to 1,024 texts).
 - moto parses a write's condition twice in one request (its handler, for the names and values it
   uses; its backend, to check it), with the same text and the very same names and values objects.
@@ -14,15 +14,16 @@ Conditions:
 
 Update expressions: moto parses an `UpdateItem`'s `UpdateExpression` twice per request (its
 handler, for the names and values it uses; its backend, to apply it), and its validator deep-copies
-the parsed tree before changing it: with the tree's walks, a fifth of moto's CPU for a delivered
-wake, whose two writes each set a dozen attributes (cProfile, moto in-process). Each step cost
-about 0.4 ms here.
+the parsed tree before changing it: with the tree's walks, a large share of moto's CPU for a
+delivered wake, whose two writes each set a dozen attributes (docs/benchmark.md, "The local
+stack").
 
 - A text's tree depends on the text alone: it is parsed once (a text moto refuses raises each
   time, as moto's does) and kept pickled, and each caller gets a new tree of its own from it, so
   what one caller's code does to its tree no other caller sees, as with moto's own parse.
 - The validator's copy of the tree is made by pickle, which copies what `copy.deepcopy` copies
-  (the same objects, cycles and shared references) in a fifth of the time: the tree is plain
+  (the same objects, cycles and shared references) without deepcopy's per-object memo and
+  dispatch in Python: the tree is plain
   objects (nodes, tokens, strings) until the validator puts the item's values in its copy.
 - Each of the validator's ten walks asks its class, at every node, which node types it processes
   (`nodes_to_be_processed`), which builds a dict of bound methods to read its keys: the types

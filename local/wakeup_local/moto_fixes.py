@@ -9,38 +9,38 @@ Each is applied once, and only if moto still has what it replaces (a newer moto 
   the copy fails with "dictionary changed size during iteration". One lock serialises moto's
   DynamoDB operations, which makes each as atomic as DynamoDB's.
 - moto's `transact_write_items` deep-copies every table it writes to before it starts, to roll back
-  a cancelled transaction: its cost grows with the table (with 10,000 instances, one registration
-  took most of a second). Here it snapshots only the items the transaction names (at most 100), and
+  a cancelled transaction: its cost grows with the table, so a registration slows as instances
+  accumulate. Here it snapshots only the items the transaction names (at most 100), and
   on any failure puts exactly those back; its checks, writes and errors stay moto's own.
 
 - moto 5's SQS `receive_message` checks each message's retention period through
   `get_queue_attributes`, which computes every attribute of the queue (counting its messages) each
-  time: receiving costs O(messages in the queue) per message received. With a hundred wakes due at
-  once that is most of a second spent in moto. The replacement reads the same value directly.
+  time: receiving costs O(messages in the queue) per message received, so a burst of wakes due at
+  once is quadratic in moto. The replacement reads the same value directly.
 - moto 5's SQS `Queue.attributes` computes every attribute of the queue each time it is read,
   counting its messages three times over (visible, delayed, in flight); `send_message` reads it
-  for one flag (`ContentBasedDeduplication`). Sending cost O(messages in the queue): with 1,000
-  wakes' messages waiting, most of a PUT's CPU. The replacement is a read-only mapping that
+  for one flag (`ContentBasedDeduplication`). Sending cost O(messages in the queue): with many
+  wakes' messages waiting, it outweighed the rest of a PUT. The replacement is a read-only mapping that
   computes an attribute when it is read, with the same names and values as moto's.
 - moto 5's SQS reads the clock twice per message each time it looks at a queue (is it visible,
-  is it delayed), through `unix_time_millis`, which builds two datetimes and subtracts them: about
-  10 us a call, so 1,000 delayed messages cost every receive 20 ms, and an idle poller, looking 20
-  times a second, half a core. SQS's module gets the same clock read from `time.time()`.
+  is it delayed), through `unix_time_millis`, which builds two datetimes and subtracts them: each
+  receive pays it for every delayed message, and an idle poller pays it at every look. SQS's module
+  gets the same clock read from `time.time()`.
 - moto's long poll (`ReceiveMessage` with `WaitTimeSeconds`) wakes when a message is sent, but a
   delayed message coming due, or one whose visibility timeout ends, waits for its next one-second
   look. SQS's long poll returns as soon as a message is available ("Amazon SQS short and long
   polling", SQS developer guide), so the wait here ends when the next message becomes visible (or
   one is sent), and the local poller long-polls instead of asking 20 times a second.
 - moto's `BaseResponse.call_action` lists the methods of the request's response class, with
-  `inspect.getmembers`, on every request (a tenth of a DynamoDB read's CPU): a class's methods do
-  not change while the process runs, so each class is listed once.
+  `inspect.getmembers`, on every request: a class's methods do not change while the process runs,
+  so each class is listed once.
 - moto's server finds the service of every request by listing its own package folder on disk
-  (`list_of_moto_modules`, about 0.7 ms, under a lock all requests share). The folder does not
-  change while the process runs: it is listed once.
+  (`list_of_moto_modules`, a read of the disk under a lock all requests share). The folder does
+  not change while the process runs: it is listed once.
 - moto's DynamoDB lexes each condition expression anew on every request, and parses a write's
   condition twice: each text is lexed once, and parsed once a request (moto_expressions.py).
 - moto writes each item of a DynamoDB reply through the service model, attribute by attribute and
-  member by member: a quarter of its CPU for a registration or a delivered wake. An item is already
+  member by member, for a registration's and a delivered wake's replies alike. An item is already
   in the reply's shape, and goes into it as it is (moto_attribute_values.py).
 - moto parses an update expression twice per `UpdateItem`, deep-copies the tree, and asks at each
   node of its ten walks which node types the walk processes: each text is parsed once and copied

@@ -1,13 +1,13 @@
 """moto's server in a process of its own, on loopback.
 
 A process rather than a thread of the local stack's: moto answers every AWS call of the handlers,
-and in the same process it would share one interpreter lock with them. With a hundred wakes due at
-once, moving moto out halves how late the last one is called. Its state is its own too, so nothing
+and in the same process it would share one interpreter lock with them: with many wakes due at
+once, the last ones would be called later (docs/benchmark.md, "The local stack"). Its state is its own too, so nothing
 else in the stack's process (a test's own moto, say) can see or reset it.
 
 Each moto is forked from a fork server, one per stack's process, started with its first moto: the
-fork server has imported moto's server (moto_child.py), which takes more than a second of CPU,
-and the suite starts some fifty motos from its workers. A forked moto starts with the modules
+fork server has imported moto's server (moto_child.py), most of a new moto's start, and the
+suite starts dozens of motos from its workers. A forked moto starts with the modules
 imported and none of moto's state made, as a new process would. The fork server is one thread, so
 forking it is safe, and it ends when the stack's process closes its socket or dies.
 

@@ -3,8 +3,8 @@ Flask app moto's server puts in front of each service.
 
 moto's server finds a request's service under a lock that every request shares
 (`DomainDispatcherApplication`), then runs it through a Flask app (request context, URL routing,
-response object). For the two services the handlers call on every wake and registration that was
-about a fifth of moto's process's CPU under a burst (py-spy, with the GIL). Both speak a JSON
+response object). The handlers call two of these services on every wake and registration, so that
+work is paid on nearly every request (docs/benchmark.md, "The local stack"). Both speak a JSON
 protocol: the operation is in `X-Amz-Target` and every request goes to `/`, so the handler class
 is known from the target alone. The handler is called as moto's Flask view calls it
 (`moto.core.utils.convert_to_flask_response`): same request type, URL and headers, same reply;

@@ -16,8 +16,9 @@ each change since (a schedule created, updated or deleted, among the last `CHANG
 null: the Scheduler then reads those schedules only, instead of listing them all. With `region=R`
 it also answers what each of those holds now in that Region, as moto's `GetSchedule` answers it
 (`read`: the reply's body, or null for one that is gone), when one backend alone (one account) has
-its group there: the Scheduler then takes that instead of a `GetSchedule` of its own, a request that
-was two thirds of the stack's own CPU and a tenth of moto's for each far wake registered (py-spy).
+its group there: the Scheduler then takes that instead of a `GetSchedule` of its own, a request for
+each far wake registered that would otherwise be most of the stack's own work (docs/benchmark.md,
+"The local stack").
 """
 
 from __future__ import annotations

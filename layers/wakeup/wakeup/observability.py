@@ -15,8 +15,8 @@ Handler = TypeVar("Handler", bound=Callable[..., Any])
 class Untraced:
     """Stands in for Powertools' Tracer in a function whose tracing is off (`POWERTOOLS_TRACE_DISABLED`,
     which template.yaml sets unless its `Tracing` is Active). Powertools' Tracer, even disabled,
-    imports the X-Ray SDK and makes its recorder at the init (docs/benchmark.md: a tenth of a
-    cold start's CPU), and wraps every invocation in a segment that records nothing."""
+    imports the X-Ray SDK and makes its recorder at the init (docs/benchmark.md has its share of a
+    cold start), and wraps every invocation in a segment that records nothing."""
 
     @staticmethod
     def capture_lambda_handler(handler: Handler) -> Handler:
