@@ -3,9 +3,10 @@
 werkzeug's development server, which moto's own server runs, parses each request's headers with
 the email package, builds its environment and reply through several layers, and writes a reply in
 pieces: under a burst of wakes, a large share of moto's process's CPU, under the GIL the handlers'
-requests share (docs/benchmark.md, "The local stack"). This server reads a request with a few `readline`s, builds the same WSGI environment as werkzeug does
-(what moto reads of it: the method, the raw path, the headers without underscores), gives the
-application the whole body at once, and writes the whole reply in one `sendall`.
+requests share (docs/benchmark.md, "The local stack"). This server reads a request with a few
+`readline`s, builds the same WSGI environment as werkzeug does (what moto reads of it: the method,
+the raw path, the headers without underscores), gives the application the whole body at once, and
+writes the whole reply in one `sendall`.
 
 One thread per connection, as werkzeug's threaded server: the handlers' clients keep their
 connections open, and a long poll (SQS's `ReceiveMessage`) holds its connection's thread while it

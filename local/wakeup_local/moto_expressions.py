@@ -4,8 +4,9 @@ Conditions:
 
 - moto lexes each condition expression (`ConditionExpression`, `FilterExpression`) anew on every
   request, compiling its six patterns for each token, a share of moto's CPU under a burst of
-  registrations that grows with the expressions' length. The tokens depend on the expression's text alone, and moto's later steps build
-  new nodes from them rather than change them, so each text is lexed once (up to 1,024 texts).
+  registrations that grows with the expressions' length. The tokens depend on the expression's
+  text alone, and moto's later steps build new nodes from them rather than change them, so each
+  text is lexed once (up to 1,024 texts).
 - moto parses a write's condition twice in one request (its handler, for the names and values it
   uses; its backend, to check it), with the same text and the very same names and values objects.
   The second parse in the thread takes the first's tree when all three are the same. Only within
