@@ -242,6 +242,7 @@ def test_http_api_routes_are_the_contract_and_the_default_route(template: dict[s
         ("GET /wakeup/instances/{id}/attempts", "InstancesFunction"),
         ("$default", "InstancesFunction"),
         ("PUT /wakeup/wake", "WakeFunction"),
+        ("GET /wakeup/wake", "WakeFunction"),
     }
 
 

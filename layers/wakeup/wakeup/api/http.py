@@ -37,7 +37,7 @@ KNOWN_PATHS: list[tuple[re.Pattern[str], list[str]]] = [
     (re.compile(r"/wakeup/instances"), ["GET", "POST"]),
     (re.compile(r"/wakeup/instances/[^/]+", re.DOTALL), ["GET", "DELETE"]),
     (re.compile(r"/wakeup/instances/[^/]+/attempts", re.DOTALL), ["GET"]),
-    (re.compile(r"/wakeup/wake"), ["PUT"]),
+    (re.compile(r"/wakeup/wake"), ["GET", "PUT"]),
 ]
 
 Body = TypeVar("Body", bound=BaseModel)

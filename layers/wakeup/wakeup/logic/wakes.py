@@ -87,6 +87,15 @@ def register_wake(
         raise UnavailableError("the wake was recorded but could not be armed; retry the request") from exc
 
 
+def read_wake(store: Store, instance_id: str) -> Instance:
+    """The instance's own registration, as its host asks for it (one consistent read); 401 when
+    the instance went between the token's check and this read (deleted or revoked)."""
+    instance = store.get_instance(instance_id)
+    if instance is None or instance.revoked_at is not None:
+        raise UnauthorizedError("this instance token is no longer registered")
+    return instance
+
+
 def forget_trigger(
     store: Store, triggers: Triggers, previous: Instance | None, now: datetime, *, deleted: bool = False
 ) -> None:
