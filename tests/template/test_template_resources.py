@@ -187,6 +187,8 @@ def test_each_function_has_its_handler_code_folder_and_service_name(template: di
         }
     if logical_id == "PlannerFunction":
         assert {name: variables.pop(name) for name in PLANNER_VARIABLES} == PLANNER_VARIABLES
+    if logical_id == "InstancesFunction":  # only the account routes count an account's requests
+        assert variables.pop("WAKEUP_ACCOUNT_REQUESTS_PER_S") == {"Ref": "AccountRequestsPerSecond"}
     assert variables == {"POWERTOOLS_SERVICE_NAME": SERVICE_OF_FUNCTION[logical_id]}
 
 

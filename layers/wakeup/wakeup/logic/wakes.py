@@ -39,7 +39,8 @@ def rate_refusal(limit: WakeLimit, full: WindowFull, now: datetime) -> TooManyRe
     retry_in = max(full.start + limit.window_s - int(now.timestamp()), 1)
     return TooManyRequestsError(
         f"this instance registered {limit.count} wakes in {limit.window_s} s, as many as"
-        f" the service allows; retry in {retry_in} s"
+        f" the service allows; retry in {retry_in} s",
+        retry_after_s=retry_in,
     )
 
 
