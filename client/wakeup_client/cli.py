@@ -1,11 +1,11 @@
-"""``wakeup``: the wakeup service from the command line, over the client library.
+"""``wakeup-client``: the wakeup service from the command line, over the client library.
 
-    wakeup instances register URL [--token T | --mint]
-    wakeup instances show ID
-    wakeup instances delete ID
-    wakeup instances list
-    wakeup instances attempts ID
-    wakeup wake --at TIME | --in DURATION [--token T]
+    wakeup-client instances register URL [--token T | --mint]
+    wakeup-client instances show ID
+    wakeup-client instances delete ID
+    wakeup-client instances list
+    wakeup-client instances attempts ID
+    wakeup-client wake --at TIME | --in DURATION [--token T]
 
 The service's URL comes from ``--url`` or ``WAKEUP_URL``, the account's token from
 ``WAKEUP_ACCOUNT_TOKEN``, an instance's from ``--token`` or ``WAKEUP_TOKEN``. Output is for people
@@ -77,7 +77,7 @@ def _parser() -> _Parser:
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts")
 
     parser = _Parser(
-        prog="wakeup",
+        prog="wakeup-client",
         description="Register hosts with a wakeup service and ask for wakes. The account's token "
         "comes from WAKEUP_ACCOUNT_TOKEN, an instance's from --token or WAKEUP_TOKEN.",
     )
@@ -204,7 +204,7 @@ def main(argv: Sequence[str] | None = None, *, session: requests.Session | None 
     try:
         print(json.dumps(found, indent=2) if args.json else text, flush=True)
     except BrokenPipeError:
-        # The reader went away (`wakeup instances list | head`). Python's advice: point stdout at
+        # The reader went away (`wakeup-client instances list | head`). Python's advice: point stdout at
         # devnull so the flush at exit fails quietly too
         # (https://docs.python.org/3/library/signal.html#note-on-sigpipe).
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -326,7 +326,7 @@ sys.exit(main(["--json", "instances", "list"], session=fake.session()))
 
 
 def test_a_reader_that_goes_away_ends_the_output_without_a_traceback() -> None:
-    # given: `wakeup --json instances list | head -1`, the reader gone before the CLI writes its
+    # given: `wakeup-client --json instances list | head -1`, the reader gone before the CLI writes its
     # 100 instances (it closes at once, while the CLI is still registering them in its fake)
     process = subprocess.Popen(
         [sys.executable, "-c", LISTS_A_LONG_PAGE], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

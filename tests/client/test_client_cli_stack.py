@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 # The console script installed beside this interpreter, so its entry point is what runs.
-WAKEUP = shutil.which("wakeup", path=str(Path(sys.executable).parent))
+WAKEUP = shutil.which("wakeup-client", path=str(Path(sys.executable).parent))
 
 
 def run(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
