@@ -63,7 +63,7 @@ def wakeup(fake: FakeWakeupService, capsys: pytest.CaptureFixture[str], monkeypa
 def assert_one_line_error(ran: Ran, code: int, *words: str) -> None:
     assert ran.code == code
     assert ran.out == ""
-    assert ran.err.count("\n") == 1 and ran.err.startswith("wakeup: error: ")
+    assert ran.err.count("\n") == 1 and ran.err.startswith("wakeup-client: error: ")
     for word in words:
         assert word in ran.err
 
@@ -227,6 +227,17 @@ def test_wake_at_registers_that_time(wakeup: Cli, instance_token: str) -> None:
     assert [w.at for w in wakeup.fake.due(datetime(2031, 1, 1, tzinfo=UTC))] == [
         datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
     ]
+
+
+def test_wake_show_reads_the_hosts_own_wake(wakeup: Cli, instance_token: str) -> None:
+    before = wakeup("wake", "--show", "--token", instance_token)
+    wakeup("wake", "--at", "2030-01-02T03:04:05Z", "--token", instance_token)
+
+    shown = wakeup("wake", "--show", "--token", instance_token, "--json")
+
+    assert (before.code, before.out) == (0, "no wake registered\n")
+    assert shown.code == 0
+    assert shown.json() == {"at": "2030-01-02T03:04:05.000Z", "calledAt": None, "attempts": 0, "lastError": None}
 
 
 @pytest.mark.parametrize("duration, seconds", [("90", 90), ("90s", 90), ("5m", 300), ("1h30m", 5400), ("2d", 172800)])
