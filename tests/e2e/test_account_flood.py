@@ -32,9 +32,12 @@ CALM_INSTANCES = 160
 CALM_WAKES = 16
 # How far ahead the calm account's wakes are due: registering them, beside the flood, comes first.
 WAKE_LEAD_S = 10
-# How late one wake may be on the loaded local stack (tests/e2e/test_delivery.py's ON_TIME_LOADED_S:
-# the promise's second, and a second more for a machine shared with other tests' stacks).
-ON_TIME_LOADED_S = 2.0
+# How late the wakes may be: the median keeps the promise's second, the last of them at most twice
+# that (tests/e2e/test_delivery.py's bounds for a burst at one second). On this machine the flood's
+# requests take CPU from the caller's environments, as they never would on Lambda: the test runs
+# alone (`make pytest` runs the tests marked so last, one at a time).
+ON_TIME_S = 1.0
+LAST_ON_TIME_S = 2 * ON_TIME_S
 # A request may wait for a cold start per client on a loaded machine: the rate is under test here.
 PATIENT_S = 120.0
 NEVER_CALLED = "http://127.0.0.1:9/flood"
@@ -88,6 +91,7 @@ def register_calm(stack: StackProcess, token: str, host: WakeHost) -> list[tuple
         return list(pool.map(register, range(CALM_INSTANCES)))
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_a_flooding_account_is_refused_and_another_is_never(own_stack: StackProcess) -> None:
     stack = own_stack
@@ -128,7 +132,8 @@ def test_a_flooding_account_is_refused_and_another_is_never(own_stack: StackProc
     assert statuses == [201] * CALM_INSTANCES
     assert wakes == [204] * CALM_WAKES and registered_in_time
     assert min(lateness) >= 0
-    assert max(lateness) <= ON_TIME_LOADED_S
+    assert statistics.median(lateness) <= ON_TIME_S
+    assert max(lateness) <= LAST_ON_TIME_S
     # The flood: refused in the service's shape, with when to retry; nothing else went wrong.
     assert all(set(reply.json()) == {"error"} for reply in refused)
     assert all(1 <= int(reply.headers["Retry-After"]) <= ACCOUNT_WINDOW_S for reply in refused)
