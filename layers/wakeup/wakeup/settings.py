@@ -19,8 +19,9 @@ SQS_MAX_DELAY_S = 900
 # Scheduler fires within its minute; a lead beyond two minutes only wastes the SQS delay after it.
 MAX_SCHEDULE_LEAD_S = 120
 # An account's requests are counted on one item, and one partition takes 1,000 write units a second
-# ("Burst and adaptive capacity", DynamoDB developer guide): half of it leaves room for the writes
-# its refusals cost at a window's start in each execution environment.
+# ("Understanding DynamoDB warm throughput in different scenarios", DynamoDB developer guide:
+# https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput-scenarios.html):
+# half of it leaves room for the write each execution environment's first refusal of a window costs.
 MAX_ACCOUNT_REQUESTS_PER_S = 500
 
 
