@@ -37,6 +37,15 @@ class InstanceReply(_Reply):
     lastError: str | None = Field(description="why the last call failed; null once a call succeeds")  # noqa: N815
 
 
+class WakeReply(_Reply):
+    """`GET /wakeup/wake`: the instance's own wake, as its host reads it (nothing of the account)."""
+
+    at: Timestamp | None = Field(description="the registered wake; null until one is registered")
+    calledAt: Timestamp | None = Field(description="when the host answered 2xx for this registration")  # noqa: N815
+    attempts: int = Field(ge=0, description="failed calls of this registration since the last success")
+    lastError: str | None = Field(description="why the last call failed; null once a call succeeds")  # noqa: N815
+
+
 class InstancePage(_Reply):
     """`GET /wakeup/instances`: a page of the account's instances, oldest first."""
 
@@ -80,6 +89,7 @@ class GatewayError(_Reply):
 REPLY_MODELS: tuple[type[BaseModel], ...] = (
     Registered,
     InstanceReply,
+    WakeReply,
     InstancePage,
     AttemptReply,
     AttemptPage,

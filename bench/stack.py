@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bench.processes import family
+from wakeup.settings import MAX_ACCOUNT_REQUESTS_PER_S
 from wakeup_local.functions import SYSTEM_LOG_LEVEL_ENV
 from wakeup_local.lambda_logs import Report, prefix
 
@@ -197,9 +198,12 @@ class BenchStack:
             "w", prefix="wakeup-bench-stack-", suffix=".log", delete=False
         )
         # The REPORT lines the meters read, whatever the template's SystemLogLevel.
+        # The benchmark measures what the stack serves, not an account's rate: its one account may
+        # send as many requests as an account may be allowed (wakeup.settings).
         environment = {
             **os.environ,
             SYSTEM_LOG_LEVEL_ENV: "INFO",
+            "WAKEUP_ACCOUNT_REQUESTS_PER_S": str(MAX_ACCOUNT_REQUESTS_PER_S),
             **env,
             "BENCH_FUNCTION_OUTPUT": self._output.name,
         }

@@ -9,6 +9,8 @@
                                              prints the new signing secret once; the old one
                                              keeps signing beside it for the overlap
     wakeup-admin accounts limit ID --max-instances N   the account's own limit (--default: the service's)
+    wakeup-admin accounts rate ID --per-second N       the account's own rate on the account routes
+                                             (--default: the service's)
     wakeup-admin instances list [--account ID]
     wakeup-admin instances show ID           the instance, and its calls of the last 7 days
     wakeup-admin wakes failing               pending wakes whose last call failed
@@ -31,7 +33,9 @@ from wakeup.errors import UnavailableError
 from wakeup.factories import signing_keys
 from wakeup.logic import history
 from wakeup.logic.accounts import mint_account, revoke_account, rotate_signing_secret, signing_secret
+from wakeup.logic.rates import ACCOUNT_WINDOW_S
 from wakeup.model import Account, Instance
+from wakeup.settings import MAX_ACCOUNT_REQUESTS_PER_S
 from wakeup.signing import SigningKeys
 from wakeup.table import DynamoStore
 from wakeup.table.items import is_id
@@ -90,6 +94,11 @@ def _parser() -> argparse.ArgumentParser:
     chosen = limit.add_mutually_exclusive_group(required=True)
     chosen.add_argument("--max-instances", type=_positive, help="the account's own limit")
     chosen.add_argument("--default", action="store_true", help="the service's limit again")
+    rate = accounts.add_parser("rate", help="set how many requests a second an account may send on its routes")
+    rate.add_argument("id", help="the account's id (accounts list)")
+    paced = rate.add_mutually_exclusive_group(required=True)
+    paced.add_argument("--per-second", type=_rate, help=f"the account's own rate, 1 to {MAX_ACCOUNT_REQUESTS_PER_S}")
+    paced.add_argument("--default", action="store_true", help="the service's rate again")
 
     instances = topics.add_parser("instances", help="list and inspect instances").add_subparsers(
         dest="action", required=True
@@ -108,6 +117,12 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _rate(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= MAX_ACCOUNT_REQUESTS_PER_S:
+        raise argparse.ArgumentTypeError(f"a whole number from 1 to {MAX_ACCOUNT_REQUESTS_PER_S}")
+    return int(text)
+
+
 def _rows(header: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
     table = [list(header), *(list(row) for row in rows)]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
@@ -118,7 +133,9 @@ def _rows(header: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
 def _account_row(account: Account) -> list[str]:
     revoked = format_time(account.revoked_at) if account.revoked_at else "-"
     limit = str(account.max_instances) if account.max_instances is not None else "default"
-    return [account.id, account.label, format_time(account.created_at), revoked, str(account.instance_count), limit]
+    rate = f"{account.max_requests_per_s}/s" if account.max_requests_per_s is not None else "default"
+    created = format_time(account.created_at)
+    return [account.id, account.label, created, revoked, str(account.instance_count), limit, rate]
 
 
 def _instance_row(instance: Instance) -> list[str]:
@@ -178,7 +195,8 @@ def run(args: argparse.Namespace) -> int:
             print(token)
             print(signing_secret(keys, account))
         case "accounts", "list":
-            _rows(["ID", "LABEL", "CREATED", "REVOKED", "INSTANCES", "LIMIT"], map(_account_row, store.list_accounts()))
+            header = ["ID", "LABEL", "CREATED", "REVOKED", "INSTANCES", "LIMIT", "RATE"]
+            _rows(header, map(_account_row, store.list_accounts()))
         case "accounts", "revoke":
             # Revoked before, it is revoked again all the same: that finishes a revocation whose
             # instances were not all listed yet (wakeup.logic.accounts.revoke_account).
@@ -225,6 +243,20 @@ def run(args: argparse.Namespace) -> int:
             if changed.max_instances is not None and changed.instance_count > changed.max_instances:
                 held += ", more: it keeps them, and registers no new one until it holds fewer"
             print(f"account {changed.id} ({changed.label}) may hold {shown}; {held}")
+        case "accounts", "rate":
+            paced = store.set_account_rate(args.id, args.per_second, ACCOUNT_WINDOW_S) if is_id(args.id) else None
+            if paced is None:
+                print(f"wakeup-admin: no account {args.id}", file=sys.stderr)
+                return 1
+            shown = (
+                f"{paced.max_requests_per_s} request{'' if paced.max_requests_per_s == 1 else 's'} a second"
+                if paced.max_requests_per_s is not None
+                else "the service's default rate (WAKEUP_ACCOUNT_REQUESTS_PER_S)"
+            )
+            print(
+                f"account {paced.id} ({paced.label}) may send {shown} on the account routes, counted over"
+                f" {ACCOUNT_WINDOW_S} s windows"
+            )
         case "instances", "list":
             if args.account is not None and (not is_id(args.account) or store.get_account(args.account) is None):
                 print(f"wakeup-admin: no account {args.account}", file=sys.stderr)

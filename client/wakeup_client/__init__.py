@@ -13,7 +13,7 @@ Every failure is a ``WakeupError`` whose ``retryable`` says whether trying again
 from .account import WakeupClient
 from .errors import ErrorCode, WakeupError
 from .instance import InstanceClient
-from .models import Attempt, Instance, Registration
+from .models import Attempt, Instance, OwnWake, Registration
 from .resources import InMemorySecretStore, Plan, SecretStore, WakeupResource
 from .signing import Wake, WakeVerificationError, verify_wake
 from .tokens import mint_instance_token
@@ -24,6 +24,7 @@ __all__ = [
     "InMemorySecretStore",
     "Instance",
     "InstanceClient",
+    "OwnWake",
     "Plan",
     "Registration",
     "SecretStore",

@@ -1,11 +1,11 @@
-"""``wakeup``: the wakeup service from the command line, over the client library.
+"""``wakeup-client``: the wakeup service from the command line, over the client library.
 
-    wakeup instances register URL [--token T | --mint]
-    wakeup instances show ID
-    wakeup instances delete ID
-    wakeup instances list
-    wakeup instances attempts ID
-    wakeup wake --at TIME | --in DURATION [--token T]
+    wakeup-client instances register URL [--token T | --mint]
+    wakeup-client instances show ID
+    wakeup-client instances delete ID
+    wakeup-client instances list
+    wakeup-client instances attempts ID
+    wakeup-client wake --at TIME | --in DURATION | --show [--token T]
 
 The service's URL comes from ``--url`` or ``WAKEUP_URL``, the account's token from
 ``WAKEUP_ACCOUNT_TOKEN``, an instance's from ``--token`` or ``WAKEUP_TOKEN``. Output is for people
@@ -30,7 +30,7 @@ from .account import WakeupClient
 from .errors import USAGE_CODES, ErrorCode, WakeupError
 from .formats import format_time, parse_time
 from .instance import InstanceClient
-from .models import Attempt, Instance
+from .models import Attempt, Instance, OwnWake
 from .tokens import mint_instance_token
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -77,7 +77,7 @@ def _parser() -> _Parser:
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts")
 
     parser = _Parser(
-        prog="wakeup",
+        prog="wakeup-client",
         description="Register hosts with a wakeup service and ask for wakes. The account's token "
         "comes from WAKEUP_ACCOUNT_TOKEN, an instance's from --token or WAKEUP_TOKEN.",
     )
@@ -100,15 +100,16 @@ def _parser() -> _Parser:
         "attempts", parents=[common], help="an instance's calls of the last 7 days, newest first"
     ).add_argument("id", metavar="ID")
 
-    wake = commands.add_parser("wake", parents=[common], help="ask to be woken (the instance token)")
+    wake = commands.add_parser("wake", parents=[common], help="ask to be woken, or show the wake (the instance token)")
     when = wake.add_mutually_exclusive_group(required=True)
     when.add_argument("--at", type=_time, metavar="TIME", help="an ISO 8601 time with a zone")
     when.add_argument("--in", dest="delay", type=_duration, metavar="DURATION", help="90, 5m, 1h30m, 2d")
+    when.add_argument("--show", action="store_true", help="show the wake registered, and how its calls went")
     wake.add_argument("--token", help="the instance's token (default: $WAKEUP_TOKEN)")
     return parser
 
 
-def _state(instance: Instance) -> str:
+def _state(instance: Instance | OwnWake) -> str:
     """A few words on where the instance's wake stands."""
     if instance.at is None:
         return "no wake registered"
@@ -147,6 +148,9 @@ def _run(args: argparse.Namespace, session: requests.Session | None) -> tuple[ob
     """Run the command: what it found as JSON, and as text for a person."""
     if args.command == "wake":
         host = InstanceClient(args.url, args.token, timeout=args.timeout, session=session)
+        if args.show:
+            own = host.current_wake()
+            return own.model_dump(mode="json", by_alias=True), _state(own)
         at = host.wake_at(args.at) if args.at is not None else host.wake_in(args.delay)
         return {"at": format_time(at)}, f"wake registered for {format_time(at)}"
 
@@ -190,7 +194,7 @@ def _instance_token_from_env() -> str:
 
 
 def main(argv: Sequence[str] | None = None, *, session: requests.Session | None = None) -> int:
-    """Run ``wakeup`` with ``argv`` (default: the process's arguments); returns the exit code.
+    """Run ``wakeup-client`` with ``argv`` (default: the process's arguments); returns the exit code.
 
     ``session`` is the HTTP session the clients use (a ``FakeWakeupService``'s in tests).
     """
@@ -204,7 +208,7 @@ def main(argv: Sequence[str] | None = None, *, session: requests.Session | None 
     try:
         print(json.dumps(found, indent=2) if args.json else text, flush=True)
     except BrokenPipeError:
-        # The reader went away (`wakeup instances list | head`). Python's advice: point stdout at
+        # The reader went away (`wakeup-client instances list | head`). Python's advice: point stdout at
         # devnull so the flush at exit fails quietly too
         # (https://docs.python.org/3/library/signal.html#note-on-sigpipe).
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -214,7 +218,7 @@ def main(argv: Sequence[str] | None = None, *, session: requests.Session | None 
 
 def _fail(message: str, code: int) -> int:
     one_line = " ".join(message.split())
-    print(f"wakeup: error: {one_line}", file=sys.stderr)
+    print(f"wakeup-client: error: {one_line}", file=sys.stderr)
     return code
 
 

@@ -1,5 +1,5 @@
-"""``InstanceClient``: a host's view of the service. With its own ``swi_`` token, a host does one
-thing: say when it wants waking, which replaces whatever wake it asked for before."""
+"""``InstanceClient``: a host's view of the service. With its own ``swi_`` token, a host says when
+it wants waking, which replaces whatever wake it asked for before, and reads that wake back."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import requests
 
 from ._http import Connection, service_url, token_setting
 from .formats import format_time, round_up_to_millisecond
+from .models import OwnWake
 
 INSTANCE_TOKEN_SETTING = "WAKEUP_TOKEN"
 
@@ -60,6 +61,16 @@ class InstanceClient:
         if delay < timedelta(0):
             raise ValueError("a wake delay cannot be negative")
         return self.wake_at(datetime.now(UTC) + delay)
+
+    def current_wake(self) -> OwnWake:
+        """The wake registered for this host: when (None before the first ``wake_at``), when the
+        host answered its call (None until it did), how many calls failed since, and why the last
+        one did. A host that has just started reads whether it is due and whether a call failed."""
+        reply = self._connection.send(
+            "GET", "/wakeup/wake", self._token, token_name=INSTANCE_TOKEN_SETTING, expect=(200,)
+        )
+        assert reply is not None  # only an absent_ok request answers None
+        return self._connection.parse(reply, OwnWake)
 
     def close(self) -> None:
         """Release the HTTP session, if the client made it."""

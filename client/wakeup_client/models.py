@@ -37,6 +37,17 @@ class Instance(_Reply):
         return self.model_dump(mode="json", by_alias=True)
 
 
+class OwnWake(_Reply):
+    """An instance's own wake, as its host reads it with ``GET /wakeup/wake`` (nothing of its account)."""
+
+    at: Timestamp | None = Field(description="the registered wake; None until one is registered")
+    called_at: Timestamp | None = Field(
+        alias="calledAt", description="when the host answered 2xx for this registration"
+    )
+    attempts: Annotated[int, Field(ge=0, description="failed calls since the last success")]
+    last_error: str | None = Field(alias="lastError", description="why the last call failed")
+
+
 class InstancePage(_Reply):
     """One page of ``GET /wakeup/instances``: ``next`` is the cursor of the next page, None on the last."""
 

@@ -144,9 +144,11 @@ class _Instance:
         self.attempts = 0
 
     def shown(self) -> Json:
+        return {"id": self.id, "url": self.url, **self.own_wake()}
+
+    def own_wake(self) -> Json:
+        """What ``GET /wakeup/wake`` shows the host: its wake, nothing of its account."""
         return {
-            "id": self.id,
-            "url": self.url,
             "at": None if self.at is None else format_time(self.at),
             "calledAt": None if self.called_at is None else format_time(self.called_at),
             "attempts": self.attempts,
@@ -289,8 +291,11 @@ class FakeWakeupService:
                 return self._register(account, _json_object(body))
             return 200, self._list(account, query)
         if path == "/wakeup/wake":
-            _allow(method, "PUT")
-            return self._wake(self._instance_by_token(headers), _json_object(body))
+            _allow(method, "GET", "PUT")
+            instance = self._instance_by_token(headers)
+            if method == "GET":
+                return 200, instance.own_wake()
+            return self._wake(instance, _json_object(body))
         attempts = _ATTEMPTS_PATH.fullmatch(path)
         if attempts is not None:
             _allow(method, "GET")

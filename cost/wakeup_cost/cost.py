@@ -98,6 +98,36 @@ HISTORY_WRITE_UNITS = 1
 HISTORY_PUT = "dynamodb:PutItem"
 HISTORY_BUDGET_USD_PER_MILLION = 0.70
 
+# The per-account rate on the account routes (wakeup.logic.rates): an admitted request adds one
+# conditional write of the account's small count item (1 write unit); a refused one is its API
+# request, its invocation and its token's consistent read (1 read unit), with neither the count's
+# write (its environment knows the window is full: one refused write a window per environment
+# aside) nor the route's own work.
+RATE_COUNT_WRITE_UNITS = 1
+RATE_TOKEN_READ_UNITS = 1
+
+
+@dataclass(frozen=True)
+class AccountRequestCosts:
+    """USD per request on the account routes, with the per-account rate: what the count adds to an
+    admitted request, what a refusal costs, and the cheapest request it can refuse (a `GET` of one
+    instance: the token's read, the count, the instance's read), at `seconds` of an environment of
+    `memory_gb` each."""
+
+    count_usd: float
+    refusal_usd: float
+    cheapest_admitted_usd: float
+
+
+def account_request_costs(memory_gb: float, seconds: float) -> AccountRequestCosts:
+    """The per-account rate's prices; a refusal is timed as long as the request it refuses, which it
+    never outlasts (it stops before the route's work)."""
+    served = PRICE_API_REQUEST + PRICE_LAMBDA_REQUEST + memory_gb * seconds * PRICE_LAMBDA_GB_SECOND
+    count = RATE_COUNT_WRITE_UNITS * PRICE_WRITE_UNIT
+    refusal = served + RATE_TOKEN_READ_UNITS * PRICE_READ_UNIT
+    return AccountRequestCosts(count, refusal, refusal + count + PRICE_READ_UNIT)
+
+
 LAMBDA_OWN_LOG_BYTES = 350  # START, END and REPORT of an invocation
 _WRITES = ("dynamodb:UpdateItem", "dynamodb:DeleteItem")
 # The event source's receives and deletes, where counted (the simulator); the bench estimates them

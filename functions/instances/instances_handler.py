@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from wakeup.api.http import authenticate, install, json_response, read_body
 from wakeup.api.models import RegisterInstanceBody, attempt_reply, instance_reply
 from wakeup.api.route_docs import body, query, replies
-from wakeup.factories import get_store, get_triggers
+from wakeup.factories import get_store, get_throttle, get_triggers
 from wakeup.logic import instances
 from wakeup.logic.instances import MAX_PAGE
 from wakeup.model import TokenOwner
@@ -26,8 +26,10 @@ install(app)
 
 
 def _account() -> TokenOwner:
+    """The account the request's token names, its request counted against its rate (429 past it)."""
     owner = authenticate(app.current_event, get_store(), TokenKind.ACCOUNT)
     logger.append_keys(account_id=owner.account_id)
+    get_throttle().admit(owner.account_id, now())
     return owner
 
 
@@ -38,7 +40,7 @@ def _account() -> TokenOwner:
     "the instance and forgets its wake).",
     responses=replies(
         {201: ("Registered", "A new instance."), 200: ("Registered", "This account's instance, at this url now.")},
-        errors=(400, 401, 403, 409, 413),
+        errors=(400, 401, 403, 409, 413, 429),
     ),
     openapi_extensions=body("RegisterInstanceBody"),
 )
@@ -63,7 +65,7 @@ def register_instance() -> Response[str]:
 @app.get(
     "/wakeup/instances",
     summary="List the account's instances, a page at a time (account token)",
-    responses=replies({200: ("InstancePage", "A page of instances, oldest first.")}, errors=(400, 401)),
+    responses=replies({200: ("InstancePage", "A page of instances, oldest first.")}, errors=(400, 401, 429)),
     openapi_extensions=query(
         {"name": "limit", "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": MAX_PAGE}},
         {"name": "cursor", "schema": {"type": "string"}, "description": "the previous page's next"},
@@ -78,7 +80,7 @@ def list_instances() -> Response[str]:
 @app.get(
     "/wakeup/instances/<instance_id>",
     summary="Read an instance (account token)",
-    responses=replies({200: ("InstanceReply", "The instance and its wake.")}, errors=(401, 403, 404)),
+    responses=replies({200: ("InstanceReply", "The instance and its wake.")}, errors=(401, 403, 404, 429)),
 )
 def get_instance(instance_id: str) -> Response[str]:
     return json_response(200, instance_reply(instances.get(get_store(), _account(), instance_id)))
@@ -89,7 +91,7 @@ def get_instance(instance_id: str) -> Response[str]:
     summary="The instance's calls of the last 7 days, newest first, a page at a time (account token)",
     description="At most 100 are kept per instance. Each says when it started, how late (first calls), how long "
     "it took, the host's status or the error, and what delivered it.",
-    responses=replies({200: ("AttemptPage", "A page of calls, newest first.")}, errors=(400, 401, 403, 404)),
+    responses=replies({200: ("AttemptPage", "A page of calls, newest first.")}, errors=(400, 401, 403, 404, 429)),
     openapi_extensions=query(
         {"name": "limit", "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": MAX_PAGE}},
         {"name": "cursor", "schema": {"type": "string"}, "description": "the previous page's next"},
@@ -105,7 +107,7 @@ def list_attempts(instance_id: str) -> Response[str]:
     "/wakeup/instances/<instance_id>",
     summary="Delete an instance and what is pending for it (account token)",
     description="Its token is free again afterwards.",
-    responses=replies({204: (None, "Deleted.")}, errors=(401, 403, 404)),
+    responses=replies({204: (None, "Deleted.")}, errors=(401, 403, 404, 429)),
 )
 def delete_instance(instance_id: str) -> Response[str]:
     instances.delete(get_store(), get_triggers(), _account(), instance_id, now())

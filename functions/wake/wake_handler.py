@@ -1,4 +1,5 @@
-"""`PUT /wakeup/wake`: an instance registers the wake it wants (the hot path, kept small)."""
+"""`/wakeup/wake`: an instance registers the wake it wants (PUT: the hot path, kept small), or
+reads it back (GET)."""
 
 from typing import Any
 
@@ -7,10 +8,10 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from wakeup.api.http import authenticate, install, json_response, read_body
-from wakeup.api.models import RegisterWakeBody
+from wakeup.api.models import RegisterWakeBody, wake_reply
 from wakeup.api.route_docs import body, replies
 from wakeup.factories import get_store, get_triggers
-from wakeup.logic.wakes import WakeLimit, register_wake
+from wakeup.logic.wakes import WakeLimit, read_wake, register_wake
 from wakeup.observability import logger, tracer
 from wakeup.settings import get_settings
 from wakeup.times import format_time, now, parse_at
@@ -40,6 +41,20 @@ def put_wake() -> Response[str]:
     register_wake(get_store(), get_triggers(), owner.instance_id, at, now(), limit)
     logger.info("wake registered", at=format_time(at))
     return json_response(204)
+
+
+@app.get(
+    "/wakeup/wake",
+    summary="Read the instance's own wake (instance token)",
+    description="When it is to be woken, whether the host answered, and why the last call failed; nothing of the "
+    "account.",
+    responses=replies({200: ("WakeReply", "The instance's wake.")}, errors=(401,)),
+)
+def get_wake() -> Response[str]:
+    owner = authenticate(app.current_event, get_store(), TokenKind.INSTANCE)
+    assert owner.instance_id is not None  # an instance token always names its instance
+    logger.append_keys(instance_id=owner.instance_id)
+    return json_response(200, wake_reply(read_wake(get_store(), owner.instance_id)))
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP, clear_state=True)

@@ -64,7 +64,7 @@ def wakeup(fake: FakeWakeupService, capsys: pytest.CaptureFixture[str], monkeypa
 def assert_one_line_error(ran: Ran, code: int, *words: str) -> None:
     assert ran.code == code
     assert ran.out == ""
-    assert ran.err.count("\n") == 1 and ran.err.startswith("wakeup: error: ")
+    assert ran.err.count("\n") == 1 and ran.err.startswith("wakeup-client: error: ")
     for word in words:
         assert word in ran.err
 
@@ -233,6 +233,18 @@ def test_wake_at_registers_that_time(wakeup: Cli, instance_token: str) -> None:
     ]
 
 
+def test_wake_show_reads_the_hosts_own_wake(wakeup: Cli, instance_token: str) -> None:
+    before = wakeup("wake", "--show", "--token", instance_token)
+    year = year_ahead()
+    wakeup("wake", "--at", f"{year}-01-02T03:04:05Z", "--token", instance_token)
+
+    shown = wakeup("wake", "--show", "--token", instance_token, "--json")
+
+    assert (before.code, before.out) == (0, "no wake registered\n")
+    assert shown.code == 0
+    assert shown.json() == {"at": f"{year}-01-02T03:04:05.000Z", "calledAt": None, "attempts": 0, "lastError": None}
+
+
 @pytest.mark.parametrize("duration, seconds", [("90", 90), ("90s", 90), ("5m", 300), ("1h30m", 5400), ("2d", 172800)])
 def test_wake_in_registers_now_plus_the_duration(
     wakeup: Cli, instance_token: str, monkeypatch: pytest.MonkeyPatch, duration: str, seconds: int
@@ -330,7 +342,7 @@ sys.exit(main(["--json", "instances", "list"], session=fake.session()))
 
 
 def test_a_reader_that_goes_away_ends_the_output_without_a_traceback() -> None:
-    # given: `wakeup --json instances list | head -1`, the reader gone before the CLI writes its
+    # given: `wakeup-client --json instances list | head -1`, the reader gone before the CLI writes its
     # 100 instances (it closes at once, while the CLI is still registering them in its fake)
     process = subprocess.Popen(
         [sys.executable, "-c", LISTS_A_LONG_PAGE], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 # The console script installed beside this interpreter, so its entry point is what runs.
-WAKEUP = shutil.which("wakeup", path=str(Path(sys.executable).parent))
+WAKEUP = shutil.which("wakeup-client", path=str(Path(sys.executable).parent))
 
 
 def run(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
@@ -58,4 +58,4 @@ def test_a_cli_session_registers_wakes_shows_and_deletes(stack: Any, host: Any) 
     assert deleted.returncode == 0 and "deleted" in deleted.stdout
     gone = run(env, "instances", "show", found["id"])
     assert gone.returncode == 1
-    assert gone.stderr.startswith("wakeup: error: ") and gone.stderr.count("\n") == 1
+    assert gone.stderr.startswith("wakeup-client: error: ") and gone.stderr.count("\n") == 1

@@ -149,6 +149,52 @@ def test_a_deleted_instances_token_cannot_ask_for_a_wake(service: Any, host_url:
     assert "WAKEUP_TOKEN" in refused.value.message
 
 
+def test_a_host_reads_back_its_own_wake(service: Any, host_url: Callable[[], str]) -> None:
+    account, token = service.account(), mint_instance_token()
+    account.register(host_url(), token)
+    host = service.host(token)
+    before = host.current_wake()
+
+    host.wake_at(LATER)
+
+    assert (before.at, before.called_at, before.attempts, before.last_error) == (None, None, 0, None)
+    after = host.current_wake()
+    assert (after.at, after.called_at, after.attempts, after.last_error) == (LATER, None, 0, None)
+
+
+def test_a_hosts_wake_shows_nothing_of_the_account(service: Any, host_url: Callable[[], str]) -> None:
+    account, token = service.account(), mint_instance_token()
+    account.register(host_url(), token)
+    service.host(token).wake_at(LATER)
+
+    reply = raw(service, "GET", "/wakeup/wake", token)
+
+    assert reply.status_code == 200
+    assert reply.json() == {
+        "at": LATER.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+        "calledAt": None,
+        "attempts": 0,
+        "lastError": None,
+    }
+
+
+def test_a_deleted_instances_token_cannot_read_a_wake(service: Any, host_url: Callable[[], str]) -> None:
+    account, token = service.account(), mint_instance_token()
+    account.delete(account.register(host_url(), token).id)
+
+    with pytest.raises(WakeupError) as refused:
+        service.host(token).current_wake()
+
+    assert (refused.value.status, refused.value.code) == (401, ErrorCode.UNAUTHORIZED)
+
+
+def test_an_account_token_cannot_read_a_wake(service: Any) -> None:
+    reply = raw(service, "GET", "/wakeup/wake", service.mint_account())
+
+    assert reply.status_code == 401
+    assert set(reply.json()) == {"error"}
+
+
 def test_an_unknown_account_token_is_unauthorized(service: Any, host_url: Callable[[], str]) -> None:
     stranger = service.account("swa_" + "x" * 43)
 

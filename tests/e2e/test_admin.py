@@ -69,9 +69,9 @@ def test_rotating_an_unknown_or_revoked_account_fails_clearly(stack: Any) -> Non
 
 def account_row(stack: Any, label: str) -> list[str]:
     """The columns of `accounts list` for the one account labelled `label`: id, label, created, revoked
-    (then its count of instances and its limit)."""
+    (then its count of instances, its limit and its rate)."""
     [row] = [line.split() for line in admin(stack, "accounts", "list").stdout.splitlines() if label in line.split()]
-    assert len(row) == 6
+    assert len(row) == 7
     return row[:4]
 
 
@@ -240,3 +240,29 @@ def test_listing_the_instances_of_an_unknown_account_fails_clearly(stack: Any) -
         result = admin(stack, "instances", "list", "--account", unknown)
         assert (result.returncode, result.stdout) == (1, "")
         assert f"no account {unknown}" in result.stderr
+
+
+def test_the_operator_sets_an_accounts_rate_and_drops_it_again(stack: Any) -> None:
+    label = f"paced-{uuid.uuid4().hex[:8]}"
+    admin(stack, "accounts", "mint", "--label", label)
+    account = id_of_account(stack, label)
+
+    paced = admin(stack, "accounts", "rate", account, "--per-second", "7")
+    listed = [line for line in admin(stack, "accounts", "list").stdout.splitlines() if f"  {label}  " in line]
+    dropped = admin(stack, "accounts", "rate", account, "--default")
+
+    assert paced.returncode == 0, paced.stderr
+    assert "may send 7 requests a second on the account routes, counted over 10 s windows" in paced.stdout
+    assert listed[0].split()[-1] == "7/s"
+    assert dropped.returncode == 0, dropped.stderr
+    assert "the service's default rate (WAKEUP_ACCOUNT_REQUESTS_PER_S)" in dropped.stdout
+
+
+def test_a_rate_out_of_range_or_for_no_account_is_refused(stack: Any) -> None:
+    for rate in ("0", "501", "ten"):
+        result = admin(stack, "accounts", "rate", "0b7e1f0e-6f43-4c5e-9d55-3b1f6d3c2a10", "--per-second", rate)
+        assert (result.returncode, result.stdout) == (2, "")
+        assert "a whole number from 1 to 500" in result.stderr
+    missing = admin(stack, "accounts", "rate", "0b7e1f0e-6f43-4c5e-9d55-3b1f6d3c2a10", "--per-second", "5")
+    assert (missing.returncode, missing.stdout) == (1, "")
+    assert "no account 0b7e1f0e-6f43-4c5e-9d55-3b1f6d3c2a10" in missing.stderr

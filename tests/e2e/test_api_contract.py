@@ -11,6 +11,7 @@ import pytest
 import requests
 
 from support.moments import year_ahead
+from support.waiting import wait_until
 from wakeup.tokens import TokenKind, mint
 
 UNKNOWN_ID = "0b7e1f0e-6f43-4c5e-9d55-3b1f6d3c2a10"
@@ -232,6 +233,55 @@ def test_a_missing_or_wrongly_typed_at_is_400(api: Api, body: dict[str, Any]) ->
     assert error_of(api.send("PUT", "/wakeup/wake", token=token, json=body), 400).startswith("at ")
 
 
+# -- GET /wakeup/wake --------------------------------------------------------------------------
+
+WAKE_FIELDS = {"at", "calledAt", "attempts", "lastError"}
+
+
+def test_a_host_reads_its_wake_and_nothing_of_the_account(api: Api) -> None:
+    instance_id, token = api.register()
+    unset = api.send("GET", "/wakeup/wake", token=token)
+    year = year_ahead()
+    assert api.wake(token, f"{year}-01-01T10:30:00.250+01:00").status_code == 204
+
+    reply = api.send("GET", "/wakeup/wake", token=token)
+
+    assert (unset.status_code, unset.json()) == (200, {"at": None, "calledAt": None, "attempts": 0, "lastError": None})
+    assert reply.status_code == 200 and reply.headers["content-type"].startswith("application/json")
+    assert reply.json() == {"at": f"{year}-01-01T09:30:00.250Z", "calledAt": None, "attempts": 0, "lastError": None}
+    shown = api.send("GET", f"/wakeup/instances/{instance_id}").json()
+    assert {key: shown[key] for key in WAKE_FIELDS} == reply.json()
+
+
+def test_a_host_reads_why_its_last_call_failed(api: Api) -> None:
+    # Port 9 on loopback: nothing listens, so the call is refused and the wake retried with backoff.
+    instance_id, token = api.register("http://127.0.0.1:9/refuses")
+    try:
+        assert api.wake(token, "2020-01-01T00:00:00Z").status_code == 204
+
+        failed = wait_until(
+            lambda: (shown := api.send("GET", "/wakeup/wake", token=token).json())["attempts"] >= 1 and shown,
+            timeout=30,
+            message="a failed call",
+        )
+
+        assert set(failed) == WAKE_FIELDS
+        assert failed["calledAt"] is None and failed["lastError"]
+    finally:
+        api.send("DELETE", f"/wakeup/instances/{instance_id}")
+
+
+def test_an_account_token_cannot_read_a_wake(api: Api) -> None:
+    assert "instance token" in error_of(api.send("GET", "/wakeup/wake"), 401)
+
+
+def test_a_deleted_instances_token_cannot_read_a_wake(api: Api) -> None:
+    instance_id, token = api.register()
+    api.send("DELETE", f"/wakeup/instances/{instance_id}")
+
+    error_of(api.send("GET", "/wakeup/wake", token=token), 401)
+
+
 # -- GET /wakeup/instances ----------------------------------------------------------------------
 
 
@@ -306,7 +356,7 @@ def test_an_unknown_path_is_404(api: Api, path: str) -> None:
         ("PUT", "/wakeup/instances"),
         ("DELETE", "/wakeup/instances"),
         ("POST", f"/wakeup/instances/{UNKNOWN_ID}"),
-        ("GET", "/wakeup/wake"),
+        ("DELETE", "/wakeup/wake"),
         ("POST", "/wakeup/wake"),
     ],
 )

@@ -131,6 +131,9 @@ def test_an_instance_registering_wakes_past_the_rate_gets_429(limited_stack: Sta
         if reply.status_code == 429:
             error = reply.json()["error"]
             assert error.startswith("this instance registered 3 wakes in 86400 s, as many as the service allows")
+            # the seconds until the day's window ends, as the sentence says them
+            assert 1 <= int(reply.headers["Retry-After"]) <= 86_400
+            assert error.endswith(f"retry in {reply.headers['Retry-After']} s")
     assert quiet_status == 204  # per instance
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from wakeup import factories
 from wakeup.factories import signing_keys
+from wakeup.logic.rates import AccountThrottle
 from wakeup.model import Trigger
 from wakeup.settings import Settings
 from wakeup.signing import SigningKeys
@@ -223,6 +224,9 @@ def private_handler(function: str, env: Deployed) -> ModuleType:
     module.get_settings = lambda: env.settings  # type: ignore[attr-defined]
     if hasattr(module, "get_signing_keys"):
         module.get_signing_keys = lambda: env.signing
+    if hasattr(module, "get_throttle"):
+        throttle = AccountThrottle(env.store, env.settings.account_requests_per_s)
+        module.get_throttle = lambda: throttle
     return module
 
 

@@ -270,8 +270,8 @@ def test_the_default_routes_sample_is_404_in_the_error_shape(env: Deployed) -> N
         ("PATCH", "/wakeup/instances", "GET, POST"),
         ("PUT", f"/wakeup/instances/{UNKNOWN_ID}", "GET, DELETE"),
         ("POST", f"/wakeup/instances/{UNKNOWN_ID}", "GET, DELETE"),
-        ("GET", "/wakeup/wake", "PUT"),
-        ("DELETE", "/wakeup/wake", "PUT"),
+        ("POST", "/wakeup/wake", "GET, PUT"),
+        ("DELETE", "/wakeup/wake", "GET, PUT"),
     ],
 )
 def test_a_known_path_with_another_method_is_405_with_allow(

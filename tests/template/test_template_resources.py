@@ -187,6 +187,8 @@ def test_each_function_has_its_handler_code_folder_and_service_name(template: di
         }
     if logical_id == "PlannerFunction":
         assert {name: variables.pop(name) for name in PLANNER_VARIABLES} == PLANNER_VARIABLES
+    if logical_id == "InstancesFunction":  # only the account routes count an account's requests
+        assert variables.pop("WAKEUP_ACCOUNT_REQUESTS_PER_S") == {"Ref": "AccountRequestsPerSecond"}
     assert variables == {"POWERTOOLS_SERVICE_NAME": SERVICE_OF_FUNCTION[logical_id]}
 
 
@@ -242,6 +244,7 @@ def test_http_api_routes_are_the_contract_and_the_default_route(template: dict[s
         ("GET /wakeup/instances/{id}/attempts", "InstancesFunction"),
         ("$default", "InstancesFunction"),
         ("PUT /wakeup/wake", "WakeFunction"),
+        ("GET /wakeup/wake", "WakeFunction"),
     }
 
 

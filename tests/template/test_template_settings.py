@@ -23,6 +23,7 @@ PARAMETER_SETTINGS = {
     "MaxInstancesPerAccount": "max_instances_per_account",
     "MaxWakesPerWindow": "max_wakes_per_window",
     "WakeWindowSeconds": "wake_window_s",
+    "AccountRequestsPerSecond": "account_requests_per_s",
 }
 
 

@@ -8,7 +8,8 @@
      ├── NotFoundError          no such instance, or no such path (404)
      ├── MethodNotAllowedError  a known path with another method (405)
      ├── ConflictError          the token is another account's instance's (409)
-     ├── TooManyRequestsError   the instance registers wakes faster than the operator allows (429)
+     ├── TooManyRequestsError   an instance registers wakes, or an account sends requests, faster than
+     │                          the operator allows (429, with Retry-After)
      └── UnavailableError       AWS throttled or failed; the request may be retried (503)
 
 Every message is a fixed sentence written here or at the raising site, never `str()` of a library
@@ -82,10 +83,15 @@ class ConflictError(WakeupError):
 
 
 class TooManyRequestsError(WakeupError):
-    """Raised when an instance registers wakes faster than the operator's rate allows."""
+    """Raised when an instance registers wakes, or an account sends requests, faster than the
+    operator's rate allows; `retry_after_s` is when the next window opens (the `Retry-After`)."""
 
     status = 429
-    message = "this instance registers wakes too often; retry later"
+    message = "too many requests; retry later"
+
+    def __init__(self, message: str | None = None, retry_after_s: int | None = None) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
 
 
 class UnavailableError(WakeupError):

@@ -7,6 +7,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.parameters.secrets import SecretsProvider
 
 from wakeup import aws
+from wakeup.logic.rates import AccountThrottle
 from wakeup.settings import get_settings
 from wakeup.signing import SigningKeys
 from wakeup.table import DynamoStore
@@ -23,6 +24,12 @@ def get_store() -> DynamoStore:
 def get_pending_index() -> PendingIndex:
     """The planner's keys-only read of the pending-wakes index."""
     return PendingIndex(get_settings().table)
+
+
+@functools.cache
+def get_throttle() -> AccountThrottle:
+    """The accounts' rates on the account routes, as this execution environment enforces them."""
+    return AccountThrottle(get_store(), get_settings().account_requests_per_s)
 
 
 @functools.cache
@@ -50,4 +57,5 @@ def reset() -> None:
     get_store.cache_clear()
     get_pending_index.cache_clear()
     get_triggers.cache_clear()
+    get_throttle.cache_clear()
     get_signing_keys.cache_clear()

@@ -18,6 +18,8 @@ class Account:
     # How many instances it holds, and its own limit (None: the service's default).
     instance_count: int = 0
     max_instances: int | None = None
+    # Its own rate on the account routes, requests a second (None: the service's default).
+    max_requests_per_s: int | None = None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,11 @@ from wakeup.addresses import DEFAULT_DENIED_CIDRS, AddressPolicy, parse_networks
 SQS_MAX_DELAY_S = 900
 # Scheduler fires within its minute; a lead beyond two minutes only wastes the SQS delay after it.
 MAX_SCHEDULE_LEAD_S = 120
+# An account's requests are counted on one item, and one partition takes 1,000 write units a second
+# ("Understanding DynamoDB warm throughput in different scenarios", DynamoDB developer guide:
+# https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput-scenarios.html):
+# half of it leaves room for the write each execution environment's first refusal of a window costs.
+MAX_ACCOUNT_REQUESTS_PER_S = 500
 
 
 class SettingsError(ValueError):
@@ -55,6 +60,9 @@ class Settings(BaseModel):
     max_instances_per_account: int = Field(10_000, alias="WAKEUP_MAX_INSTANCES_PER_ACCOUNT", ge=1)
     max_wakes_per_window: int = Field(60, alias="WAKEUP_MAX_WAKES_PER_WINDOW", ge=1)
     wake_window_s: int = Field(60, alias="WAKEUP_WAKE_WINDOW_S", ge=1, le=86_400)
+    # Requests a second an account may send on the account routes (wakeup-admin sets an account's
+    # own): its count's item takes at most a partition's 1,000 writes a second (wakeup.logic.rates).
+    account_requests_per_s: int = Field(100, alias="WAKEUP_ACCOUNT_REQUESTS_PER_S", ge=1, le=MAX_ACCOUNT_REQUESTS_PER_S)
     # Address ranges the caller never calls (comma-separated CIDRs), less those allowed anyway:
     # by default the internal ones (wakeup.addresses); the local stack allows loopback.
     call_denied_cidrs: str = Field(DEFAULT_DENIED_CIDRS, alias="WAKEUP_CALL_DENIED_CIDRS")

@@ -20,6 +20,7 @@ from wakeup.errors import (
     MethodNotAllowedError,
     NotFoundError,
     PayloadTooLargeError,
+    TooManyRequestsError,
     UnauthorizedError,
     UnavailableError,
     WakeupError,
@@ -37,7 +38,7 @@ KNOWN_PATHS: list[tuple[re.Pattern[str], list[str]]] = [
     (re.compile(r"/wakeup/instances"), ["GET", "POST"]),
     (re.compile(r"/wakeup/instances/[^/]+", re.DOTALL), ["GET", "DELETE"]),
     (re.compile(r"/wakeup/instances/[^/]+/attempts", re.DOTALL), ["GET"]),
-    (re.compile(r"/wakeup/wake"), ["PUT"]),
+    (re.compile(r"/wakeup/wake"), ["GET", "PUT"]),
 ]
 
 Body = TypeVar("Body", bound=BaseModel)
@@ -53,8 +54,12 @@ def json_response(
 
 
 def error_reply(exc: WakeupError) -> Response[str]:
-    """`{"error": ...}` with the error's status (and `Allow` for a 405)."""
-    headers = {"Allow": ", ".join(exc.allowed)} if isinstance(exc, MethodNotAllowedError) else None
+    """`{"error": ...}` with the error's status (and `Allow` for a 405, `Retry-After` for a 429)."""
+    headers = None
+    if isinstance(exc, MethodNotAllowedError):
+        headers = {"Allow": ", ".join(exc.allowed)}
+    elif isinstance(exc, TooManyRequestsError) and exc.retry_after_s is not None:
+        headers = {"Retry-After": str(exc.retry_after_s)}
     return json_response(exc.status, {"error": exc.message}, headers)
 
 

@@ -47,6 +47,13 @@ def instance_reply(instance: Instance) -> dict[str, Any]:
     }
 
 
+def wake_reply(instance: Instance) -> dict[str, Any]:
+    """`{at, calledAt, attempts, lastError}`: an instance's own wake, as `GET /wakeup/wake` shows
+    it to the host (nothing of its account, not even the URL the account gave it)."""
+    shown = instance_reply(instance)
+    return {key: shown[key] for key in ("at", "calledAt", "attempts", "lastError")}
+
+
 def attempt_reply(attempt: CallRecord) -> dict[str, Any]:
     """One call of an instance's history as the API shows it (`attempt`: 1 for a registration's first call)."""
     return {

@@ -18,9 +18,14 @@ ERRORS = {
     404: "No such instance (an unknown or malformed id).",
     409: "Another account registered this instance token.",
     413: "The body is larger than 16 KiB.",
-    429: 'Too many requests: the service\'s limit (`{"error"}`), or API Gateway\'s throttle (`{"message"}`).',
+    429: 'Too many requests: the service\'s limit (`{"error"}`, with `Retry-After`: the seconds until its window '
+    'opens again), or API Gateway\'s throttle (`{"message"}`).',
     500: 'The service failed, or API Gateway could not run it (`{"message"}`); a retry may help.',
     503: 'AWS throttled or failed underneath, or API Gateway timed out (`{"message"}`); retry shortly.',
+}
+RETRY_AFTER = {
+    "description": "with the service's own 429: the seconds until the request may succeed",
+    "schema": {"type": "integer", "minimum": 1},
 }
 # Statuses API Gateway may answer itself, in its own shape, before the service sees a request.
 GATEWAY_STATUSES = (429, 500, 503)
@@ -41,6 +46,7 @@ def replies(ok: dict[int, tuple[str | None, str]], errors: tuple[int, ...]) -> d
     for status in sorted({*errors, *GATEWAY_STATUSES}):
         shape = {"anyOf": [ref("Error"), ref("GatewayError")]} if status in GATEWAY_STATUSES else ref("Error")
         documented[status] = {"description": ERRORS[status], "content": {JSON: {"schema": shape}}}
+    documented[429]["headers"] = {"Retry-After": RETRY_AFTER}
     return documented
 
 

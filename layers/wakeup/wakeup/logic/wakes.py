@@ -39,7 +39,8 @@ def rate_refusal(limit: WakeLimit, full: WindowFull, now: datetime) -> TooManyRe
     retry_in = max(full.start + limit.window_s - int(now.timestamp()), 1)
     return TooManyRequestsError(
         f"this instance registered {limit.count} wakes in {limit.window_s} s, as many as"
-        f" the service allows; retry in {retry_in} s"
+        f" the service allows; retry in {retry_in} s",
+        retry_after_s=retry_in,
     )
 
 
@@ -85,6 +86,15 @@ def register_wake(
         # The registration stands in the table: the sweeper arms it once it is overdue.
         logger.exception("arming failed", instance_id=instance_id)
         raise UnavailableError("the wake was recorded but could not be armed; retry the request") from exc
+
+
+def read_wake(store: Store, instance_id: str) -> Instance:
+    """The instance's own registration, as its host asks for it (one consistent read); 401 when
+    the instance went between the token's check and this read (deleted or revoked)."""
+    instance = store.get_instance(instance_id)
+    if instance is None or instance.revoked_at is not None:
+        raise UnauthorizedError("this instance token is no longer registered")
+    return instance
 
 
 def forget_trigger(

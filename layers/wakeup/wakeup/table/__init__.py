@@ -3,7 +3,19 @@ class per kind of item, composed into `DynamoStore`, behind the `Store` protocol
 
 from wakeup.table.dynamodb import DynamoStore
 from wakeup.table.instances import AccountRefused, Page, Registered
+from wakeup.table.rates import RateFull, RequestWindow
 from wakeup.table.registrations import Claim, WakeWindow, WindowFull
 from wakeup.table.store import Store
 
-__all__ = ["AccountRefused", "Claim", "DynamoStore", "Page", "Registered", "Store", "WakeWindow", "WindowFull"]
+__all__ = [
+    "AccountRefused",
+    "Claim",
+    "DynamoStore",
+    "Page",
+    "RateFull",
+    "Registered",
+    "RequestWindow",
+    "Store",
+    "WakeWindow",
+    "WindowFull",
+]

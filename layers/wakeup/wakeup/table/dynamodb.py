@@ -17,6 +17,7 @@ from wakeup.table.accounts import Accounts
 from wakeup.table.history import History
 from wakeup.table.instances import Instances, Page, Registered
 from wakeup.table.mechanics import Table
+from wakeup.table.rates import Rates, RequestWindow
 from wakeup.table.registrations import Claim, Registrations, WakeWindow
 
 
@@ -29,6 +30,7 @@ class DynamoStore:
         self.instances = Instances(self.db, self.accounts)
         self.registrations = Registrations(self.db)
         self.history = History(self.db)
+        self.rates = Rates(self.db)
 
     # The client and the sleep are the mechanics' (a test may swap them for a racing one).
     @property
@@ -76,6 +78,12 @@ class DynamoStore:
 
     def revoke_account(self, account_id: str, now: datetime) -> bool:
         return self.accounts.revoke_account(account_id, now)
+
+    def count_request(self, account_id: str, window: RequestWindow, started: bool = True) -> None:
+        self.rates.count_request(account_id, window, started)
+
+    def set_account_rate(self, account_id: str, per_s: int | None, window_s: int) -> Account | None:
+        return self.rates.set_account_rate(account_id, per_s, window_s)
 
     # -- instances -------------------------------------------------------------------------------
 

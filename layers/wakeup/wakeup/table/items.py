@@ -44,6 +44,12 @@ def account_key(account_id: str) -> str:
     return f"ACCOUNT#{account_id}"
 
 
+def rate_key(account_id: str) -> str:
+    """The item that counts an account's requests on the account routes: apart from the account's
+    own item, which a registration's transaction and the caller's signing read use."""
+    return f"RATE#{account_id}"
+
+
 def instance_key(instance_id: str) -> str:
     return f"INSTANCE#{instance_id}"
 
@@ -98,6 +104,7 @@ def account_of(item: Item) -> Account:
         signing=signing_of(item),
         instance_count=int(item.get("instance_count", 0)),
         max_instances=int(item["max_instances"]) if "max_instances" in item else None,
+        max_requests_per_s=int(item["max_requests_per_s"]) if "max_requests_per_s" in item else None,
     )
 
 

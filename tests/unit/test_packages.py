@@ -1,0 +1,101 @@
+"""The packages an integrator or an operator installs on their own (issue 38, "Packages that install
+alone"): `wakeup-admin` (admin/) and `wakeup-client` (client/), each built as a wheel and installed
+in a clean virtual environment of its own, with pip and this machine's package index, as a user
+would. Neither may bring the local stack (moto, Lambda's runtime client), and each CLI runs.
+
+The sources are copied first (admin/, client/ and the layer's package admin/ builds from), so that
+a build folder left in the checkout neither feeds the wheels nor is raced by another run.
+"""
+
+from __future__ import annotations
+
+import email
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCAL_STACK = ("moto", "awslambdaric", "setproctitle")
+BUILD_LEFTOVERS = shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "dist")
+# One pip command at most: it waits on the index, and on a loaded machine.
+INSTALL_TIMEOUT_S = 600
+
+# Building two wheels and installing each with its dependencies: minutes on a loaded machine.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3 * INSTALL_TIMEOUT_S)]
+
+
+def run(*command: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [str(part) for part in command], cwd=cwd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S
+    )
+    assert done.returncode == 0, f"{' '.join(map(str, command))} failed:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Both wheels, built from copies of the sources laid out as in the repository."""
+    sources = tmp_path_factory.mktemp("sources")
+    for folder in ("admin", "client", "layers/wakeup/wakeup"):
+        shutil.copytree(ROOT / folder, sources / folder, ignore=BUILD_LEFTOVERS)
+    built = tmp_path_factory.mktemp("wheelhouse")
+    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", built, sources / "admin", sources / "client")
+    yield built
+
+
+def installed_alone(wheel: Path, where: Path) -> Path:
+    """A fresh virtual environment with only `wheel` and what it depends on; its bin folder."""
+    run(sys.executable, "-m", "venv", where)
+    run(where / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-compile", wheel)
+    return where / "bin"
+
+
+def metadata(wheel: Path) -> email.message.Message:
+    with zipfile.ZipFile(wheel) as archive:
+        [name] = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        return email.message_from_bytes(archive.read(name))
+
+
+def distributions(bin_folder: Path) -> set[str]:
+    listed = run(bin_folder / "python", "-m", "pip", "list", "--format=freeze").stdout
+    return {line.split("==")[0].lower() for line in listed.splitlines() if "==" in line}
+
+
+@pytest.mark.parametrize(("package", "script"), [("wakeup_admin", "wakeup-admin"), ("wakeup_client", "wakeup-client")])
+def test_each_package_installs_alone_without_the_local_stack_and_its_cli_runs(
+    wheelhouse: Path, tmp_path: Path, package: str, script: str
+) -> None:
+    [wheel] = wheelhouse.glob(f"{package}-*.whl")
+    bin_folder = installed_alone(wheel, tmp_path / "env")
+
+    helped = run(bin_folder / script, "--help")
+
+    assert helped.stdout.startswith(f"usage: {script} ")
+    assert not set(LOCAL_STACK) & distributions(bin_folder)
+
+
+def test_the_client_says_what_it_is_and_pins_no_dependency_exactly(wheelhouse: Path) -> None:
+    [wheel] = wheelhouse.glob("wakeup_client-*.whl")
+    found = metadata(wheel)
+
+    assert found["Description-Content-Type"] == "text/markdown" and "wakeup-client" in found.get_payload()
+    assert found["License-Expression"]
+    assert "Typing :: Typed" in found.get_all("Classifier", [])
+    requires = found.get_all("Requires-Dist", [])
+    assert {r.split(">")[0].split("<")[0] for r in requires} == {"requests", "pydantic", "idna", "standardwebhooks"}
+    assert all("==" not in r and "<" in r for r in requires)
+
+
+def test_the_clients_cli_is_named_apart_from_other_tools(wheelhouse: Path) -> None:
+    [wheel] = wheelhouse.glob("wakeup_client-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        [name] = [n for n in archive.namelist() if n.endswith("entry_points.txt")]
+        scripts = archive.read(name).decode()
+
+    assert "wakeup-client = wakeup_client.cli:main" in scripts
+    assert "\nwakeup =" not in scripts
