@@ -661,7 +661,7 @@ def test_clauses_are_found_as_moto_finds_them(update: str, monkeypatch: pytest.M
 def test_every_fix_applies_to_this_moto_without_a_warning() -> None:
     # a moto that changed would be logged, and that fix left out (the replies' items among them)
     script = (
-        "from wakeup_local import moto_fixes; moto_fixes.apply();"
+        "from wakeup_local.aws import moto_fixes; moto_fixes.apply();"
         "from moto.core.serialize import BaseJSONSerializer as s;"
         "print(s._serialize_type_map.__module__, s._serialize_type_structure.__module__)"
     )

@@ -114,7 +114,7 @@ def test_the_fork_server_makes_every_services_app_and_reads_its_model_without_a_
     # a name moto does not know, or a moto that changed, would be logged (and each moto left to
     # make them on its first request again)
     result = subprocess.run(
-        [sys.executable, "-c", "from wakeup_local import moto_child; moto_child.prepare_apps()"],
+        [sys.executable, "-c", "from wakeup_local.aws import moto_child; moto_child.prepare_apps()"],
         capture_output=True,
         text=True,
         timeout=120,
