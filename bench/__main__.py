@@ -20,7 +20,7 @@ from bench.stack import NO_SWEEPS, BenchStack, difference
 from bench.workload import BURST_DELIVERY_TIMEOUT_S, FLAKY, SETTLE_S, Api, Host, due_at, iso, warm_up
 from wakeup_cost import cost
 from wakeup_cost.stats import percentile, table
-from wakeup_local.lambda_logs import Report
+from wakeup_local.lambda_.lambda_logs import Report
 from wakeup_sim import capacity
 
 # A wake "near" is within the SQS horizon (840 s by default), a far one beyond it.

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from wakeup_awsfacts.template import Resolver, load_template
 from wakeup_cost.stats import median, table
-from wakeup_local.functions import FunctionSpec, function_specs
+from wakeup_local.lambda_.functions import FunctionSpec, function_specs
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / "bench" / ".venv"

@@ -81,9 +81,10 @@ class CpuMeter:
 def _kind(command: list[bytes]) -> str:
     # A forked environment's command line is one string of words (set by its fork server).
     words = b" ".join(command).decode(errors="replace").split()
-    # moto's fork server and the motos it forked (wakeup_local.moto_child), or a moto of its own
-    # (wakeup_local.moto_process, before the fork server): a checkout before it compares too
-    if any(word.startswith("wakeup_local.moto_") for word in words):
+    # moto's fork server and the motos it forked (wakeup_local.aws.moto_child), or a moto of its own
+    # (wakeup_local.aws.moto_process, before the fork server): a checkout before either compares too,
+    # when the two were wakeup_local.moto_child and wakeup_local.moto_process
+    if any(word.startswith(("wakeup_local.moto_", "wakeup_local.aws.moto_")) for word in words):
         return "moto"
     if any(word.endswith("environment_forker.py") for word in words):
         return "environments' fork server"

@@ -35,8 +35,8 @@ from typing import IO, Any
 
 from bench.processes import family
 from wakeup.settings import MAX_ACCOUNT_REQUESTS_PER_S
-from wakeup_local.functions import SYSTEM_LOG_LEVEL_ENV
-from wakeup_local.lambda_logs import Report, prefix
+from wakeup_local.lambda_.functions import SYSTEM_LOG_LEVEL_ENV
+from wakeup_local.lambda_.lambda_logs import Report, prefix
 
 ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 60.0
@@ -122,7 +122,7 @@ class FunctionLogMeter:
 
 
 def _requests(endpoint_url: str) -> dict[str, int]:
-    from wakeup_local.request_counter import COUNTS_PATH
+    from wakeup_local.aws.request_counter import COUNTS_PATH
 
     with urllib.request.urlopen(endpoint_url + COUNTS_PATH, timeout=10) as reply:
         counts: dict[str, int] = json.load(reply)

@@ -14,7 +14,7 @@ services-sqs-scaling, the edition with provisioned mode):
   200), each running up to 10 concurrent invokes, "quickly adding up to 1,000 concurrency per
   minute" (the same page).
 
-The local stack's poller (`wakeup_local.sqs_scaling`) and the simulator's event source
+The local stack's poller (`wakeup_local.event_sources.sqs_scaling`) and the simulator's event source
 (`wakeup_sim.event_source`) both scale by this rule.
 """
 

@@ -352,7 +352,7 @@ class Resolver:
             return _parameter(name, parameters[name], self.parameter_overrides)
         if name in self._generated_mappings():
             # SAM makes an SQS event's mapping `<Function><Event>`, whose Ref is its UUID: the
-            # local stack records it once the mapping exists in moto (wakeup_local.mappings).
+            # local stack records it once the mapping exists in moto (wakeup_local.event_sources.mappings).
             return self._refs.get(name, "")
         resource_type = self.resource_type(name)
         if name in self._refs:

@@ -27,7 +27,7 @@ from wakeup_calibrate.local_profile import Measured, local_scaling, measure
 from wakeup_calibrate.local_trace import TRACE_ENV
 from wakeup_calibrate.timeline import WakeTimeline, cpu_table, local_timelines, simulated_timelines, stage_table, traced
 from wakeup_cost.stats import percentile
-from wakeup_local.functions import CONCURRENCY_ENV, DEFAULT_CONCURRENCY
+from wakeup_local.lambda_.functions import CONCURRENCY_ENV, DEFAULT_CONCURRENCY
 from wakeup_sim.deployment import Deployment, from_template
 from wakeup_sim.profile import Profile
 from wakeup_sim.scenarios import NEAR_LEAD_S, T0, Scenario, first_calls, run

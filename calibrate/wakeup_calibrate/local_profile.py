@@ -38,9 +38,9 @@ from wakeup.times import format_time
 from wakeup.triggers import QUEUE_LEAD_S
 from wakeup_awsfacts.sqs_scaling import Scaling
 from wakeup_awsfacts.template import Resolver, load_template
-from wakeup_local.functions import CONCURRENCY_ENV, DEFAULT_CONCURRENCY
-from wakeup_local.request_counter import COUNTS_PATH
-from wakeup_local.sqs_poller import scaling_of
+from wakeup_local.aws.request_counter import COUNTS_PATH
+from wakeup_local.event_sources.sqs_poller import scaling_of
+from wakeup_local.lambda_.functions import CONCURRENCY_ENV, DEFAULT_CONCURRENCY
 from wakeup_local.stack import SWEEP_PERIOD_ENV, LocalStack
 from wakeup_sim.deployment import ROOT, TEMPLATE
 from wakeup_sim.profile import Profile
@@ -197,7 +197,7 @@ def concurrency() -> int:
 
 def local_scaling(bound: int | None = None) -> Scaling:
     """The caller's event source as the local stack runs template.yaml's: its mapping's scaling,
-    bounded by the stack's concurrency (`wakeup_local.sqs_poller.event_sources`), or `bound`."""
+    bounded by the stack's concurrency (`wakeup_local.event_sources.sqs_poller.event_sources`), or `bound`."""
     template = load_template(TEMPLATE)
     events = Resolver(template, stack_name="sim").resolve(template.resources[CALLER]["Properties"]["Events"])
     for name, event in events.items():

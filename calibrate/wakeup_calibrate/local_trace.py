@@ -18,8 +18,8 @@ import time
 from typing import Any
 
 from bench import stack as bench_stack
-from wakeup_local.environment import ExecutionEnvironment
-from wakeup_local.sqs_poller import SqsPoller
+from wakeup_local.event_sources.sqs_poller import SqsPoller
+from wakeup_local.lambda_.environment import ExecutionEnvironment
 
 TRACE_ENV = "WAKEUP_TRACE"
 

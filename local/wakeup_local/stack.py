@@ -24,19 +24,19 @@ from typing import IO, TYPE_CHECKING, Any
 from wakeup.addresses import LOOPBACK_CIDRS
 from wakeup_awsfacts.quotas import SCHEDULER_WINDOW_S
 from wakeup_awsfacts.template import Resolver, TemplateError, load_template
-from wakeup_local.async_invoke import AsyncInvoker, Attempt, event_invoke_configs
-from wakeup_local.aws import AwsClients, make_clients
-from wakeup_local.functions import Functions, FunctionSpec, function_specs, make_functions
-from wakeup_local.gateway import Gateway, routes_from
-from wakeup_local.lambda_logs import FunctionLog
-from wakeup_local.mappings import MappingWatcher, create_mappings
-from wakeup_local.moto_process import MotoProcess
-from wakeup_local.request_counter import scheduler_changes_since
-from wakeup_local.resources import StackResources, create_resources
-from wakeup_local.scheduler import RecurringRunner, ScheduleWatcher, recurring_schedules
-from wakeup_local.sqs_poller import SqsPoller, event_sources
-from wakeup_local.sqs_scaling import Counters
-from wakeup_local.throttling import api_throttles, route_buckets
+from wakeup_local.aws.clients import AwsClients, make_clients
+from wakeup_local.aws.moto_process import MotoProcess
+from wakeup_local.aws.request_counter import scheduler_changes_since
+from wakeup_local.aws.resources import StackResources, create_resources
+from wakeup_local.event_sources.mappings import MappingWatcher, create_mappings
+from wakeup_local.event_sources.scheduler import RecurringRunner, ScheduleWatcher, recurring_schedules
+from wakeup_local.event_sources.sqs_poller import SqsPoller, event_sources
+from wakeup_local.event_sources.sqs_scaling import Counters
+from wakeup_local.gateway.gateway import Gateway, routes_from
+from wakeup_local.gateway.throttling import api_throttles, route_buckets
+from wakeup_local.lambda_.async_invoke import AsyncInvoker, Attempt, event_invoke_configs
+from wakeup_local.lambda_.functions import Functions, FunctionSpec, function_specs, make_functions
+from wakeup_local.lambda_.lambda_logs import FunctionLog
 
 if TYPE_CHECKING:
     from wakeup.settings import Settings

@@ -53,7 +53,7 @@ class Chaos:
     def moto(self) -> int:
         """The stack's moto: the one process its fork server of motos (moto_process.py) has forked."""
         children = children_by_parent()
-        [fork_server] = [pid for pid in children[self.stack.pid] if "wakeup_local.moto_child" in command(pid)]
+        [fork_server] = [pid for pid in children[self.stack.pid] if "wakeup_local.aws.moto_child" in command(pid)]
         [pid] = children[fork_server]
         return pid
 

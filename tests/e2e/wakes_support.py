@@ -16,7 +16,7 @@ from support.stack_process import StackProcess
 from support.waiting import wait_until
 from wakeup.times import format_time, parse_stored
 from wakeup.tokens import TokenKind, mint
-from wakeup_local.functions import DEFAULT_CONCURRENCY
+from wakeup_local.lambda_.functions import DEFAULT_CONCURRENCY
 
 
 def iso(ts: float) -> str:

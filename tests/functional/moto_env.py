@@ -33,9 +33,9 @@ from wakeup.table import DynamoStore
 from wakeup.times import now
 from wakeup.triggers import Triggers
 from wakeup_awsfacts.template import Resolver, Template, load_template
-from wakeup_local.aws import AwsClients, make_clients
-from wakeup_local.moto_process import MotoProcess
-from wakeup_local.resources import StackResources, create_resources, delete_resources
+from wakeup_local.aws.clients import AwsClients, make_clients
+from wakeup_local.aws.moto_process import MotoProcess
+from wakeup_local.aws.resources import StackResources, create_resources, delete_resources
 
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"

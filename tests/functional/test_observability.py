@@ -34,7 +34,7 @@ from wakeup.table import DynamoStore
 from wakeup.times import format_time, now
 from wakeup.tokens import TokenKind, hash_token, mint
 from wakeup_awsfacts.template import Resolver, load_template
-from wakeup_local.functions import FunctionSpec, function_specs
+from wakeup_local.lambda_.functions import FunctionSpec, function_specs
 
 NAMESPACE = "Wakeup"
 RUN_TIMEOUT_S = 60

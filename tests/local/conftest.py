@@ -14,7 +14,7 @@ import pytest
 from localstack_helpers import FIXTURE_TEMPLATE, RECORDS_ENV, StartStack, fake_minter, shared_stack
 from moto.server import ThreadedMotoServer
 
-from wakeup_local.moto_process import MotoProcess
+from wakeup_local.aws.moto_process import MotoProcess
 from wakeup_local.stack import LocalStack
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from support.waiting import wait_until
-from wakeup_local.aws import AwsClients
+from wakeup_local.aws.clients import AwsClients
 from wakeup_local.stack import LocalStack
 
 FIXTURE_DIR = Path(__file__).parent / "stack_fixture"

@@ -3,7 +3,7 @@
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-from wakeup_local.aws import make_clients
+from wakeup_local.aws.clients import make_clients
 
 
 def test_clients_made_again_share_the_service_models_already_read(moto_endpoint: str) -> None:

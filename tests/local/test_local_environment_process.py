@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from support.waiting import wait_until
-from wakeup_local import environment, environment_forker
-from wakeup_local.environment import EnvironmentSettings, ExecutionEnvironment, FunctionError
-from wakeup_local.environment_process import ForkedProcess, new_process, startup_variables
-from wakeup_local.lambda_logs import FunctionLog
+from wakeup_local.lambda_ import environment, environment_forker
+from wakeup_local.lambda_.environment import EnvironmentSettings, ExecutionEnvironment, FunctionError
+from wakeup_local.lambda_.environment_process import ForkedProcess, new_process, startup_variables
+from wakeup_local.lambda_.lambda_logs import FunctionLog
 
 PROBE = textwrap.dedent(
     """
@@ -262,8 +262,8 @@ def test_a_killed_fork_server_leaves_its_environments_serving_and_is_started_aga
 STARTER = """
 import io, sys
 from pathlib import Path
-from wakeup_local.environment import ExecutionEnvironment, EnvironmentSettings
-from wakeup_local.lambda_logs import FunctionLog
+from wakeup_local.lambda_.environment import ExecutionEnvironment, EnvironmentSettings
+from wakeup_local.lambda_.lambda_logs import FunctionLog
 folder = Path(sys.argv[1])
 started = ExecutionEnvironment(
     EnvironmentSettings("Probe", "arn:aws:lambda:us-east-1:123456789012:function:probe", "probe.handler", folder,

@@ -14,8 +14,8 @@ import pytest
 import requests
 from localstack_helpers import RECORDS_ENV, StartStack, handler_records, wait_until
 
-from wakeup_local.functions import SYSTEM_LOG_LEVEL_ENV, FunctionError, runtime_variables
-from wakeup_local.lambda_logs import Report
+from wakeup_local.lambda_.functions import SYSTEM_LOG_LEVEL_ENV, FunctionError, runtime_variables
+from wakeup_local.lambda_.lambda_logs import Report
 from wakeup_local.stack import LocalStack
 
 

@@ -8,7 +8,7 @@ import requests
 from localstack_helpers import FIXTURE_TEMPLATE, ROOT
 
 from wakeup_awsfacts.template import Resolver, load_template
-from wakeup_local.functions import FunctionSpec, function_specs
+from wakeup_local.lambda_.functions import FunctionSpec, function_specs
 from wakeup_local.stack import LocalStack, check_wakeup_settings, late_schedules_warning
 
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import requests
 
-from wakeup_local.environment_pool import EnvironmentPool
-from wakeup_local.functions import FunctionSpec, LocalFunction
-from wakeup_local.gateway import Gateway, Route, response_from, select_route
+from wakeup_local.gateway.gateway import Gateway, Route, response_from, select_route
+from wakeup_local.lambda_.environment_pool import EnvironmentPool
+from wakeup_local.lambda_.functions import FunctionSpec, LocalFunction
 from wakeup_local.stack import LocalStack
 
 

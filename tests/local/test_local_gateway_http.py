@@ -16,8 +16,14 @@ import requests
 from localstack_helpers import ROOT, StartStack
 
 from wakeup_awsfacts.template import Resolver, Template, load_template, parse_template
+from wakeup_local.gateway.throttling import (
+    ACCOUNT_BURST_LIMIT,
+    ACCOUNT_RATE_LIMIT,
+    TokenBucket,
+    api_throttles,
+    route_buckets,
+)
 from wakeup_local.stack import LocalStack
-from wakeup_local.throttling import ACCOUNT_BURST_LIMIT, ACCOUNT_RATE_LIMIT, TokenBucket, api_throttles, route_buckets
 
 # --- route throttling ----------------------------------------------------------------------------
 

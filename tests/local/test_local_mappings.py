@@ -12,8 +12,8 @@ import boto3
 import pytest
 
 from support.waiting import wait_until
-from wakeup_local.mappings import LocalMapping, MappingWatcher, empty_package
-from wakeup_local.moto_process import MotoProcess
+from wakeup_local.aws.moto_process import MotoProcess
+from wakeup_local.event_sources.mappings import LocalMapping, MappingWatcher, empty_package
 
 MAPPING_UPDATE_S = 1.0
 

@@ -19,8 +19,8 @@ from moto.core.utils import get_service_model
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.responses import DynamoResult
 
-from wakeup_local import moto_attribute_values
-from wakeup_local.moto_attribute_values import items_as_they_are, values_as_they_are
+from wakeup_local.aws import moto_attribute_values
+from wakeup_local.aws.moto_attribute_values import items_as_they_are, values_as_they_are
 
 DYNAMODB = get_service_model("dynamodb")
 

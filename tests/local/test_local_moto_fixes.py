@@ -50,9 +50,9 @@ from moto.dynamodb.responses import DynamoHandler
 from moto.sqs.models import sqs_backends
 
 from support.waiting import wait_until
-from wakeup_local import moto_expressions, moto_fixes
-from wakeup_local.mappings import empty_package
-from wakeup_local.moto_process import MotoProcess
+from wakeup_local.aws import moto_expressions, moto_fixes
+from wakeup_local.aws.moto_process import MotoProcess
+from wakeup_local.event_sources.mappings import empty_package
 
 # moto's own lexer, parser and walks (this process's moto is not patched: moto_fixes applies in
 # moto's process).
@@ -661,13 +661,13 @@ def test_clauses_are_found_as_moto_finds_them(update: str, monkeypatch: pytest.M
 def test_every_fix_applies_to_this_moto_without_a_warning() -> None:
     # a moto that changed would be logged, and that fix left out (the replies' items among them)
     script = (
-        "from wakeup_local import moto_fixes; moto_fixes.apply();"
+        "from wakeup_local.aws import moto_fixes; moto_fixes.apply();"
         "from moto.core.serialize import BaseJSONSerializer as s;"
         "print(s._serialize_type_map.__module__, s._serialize_type_structure.__module__)"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
     assert "moto changed" not in result.stderr, result.stderr
-    assert result.stdout.split() == ["wakeup_local.moto_attribute_values"] * 2
+    assert result.stdout.split() == ["wakeup_local.aws.moto_attribute_values"] * 2
 
 
 # --- event source mappings ---------------------------------------------------------------------------
@@ -687,7 +687,7 @@ def mapping_moto() -> Iterator[str]:
 @pytest.fixture
 def mapping(mapping_moto: str) -> tuple[Any, Any, str, str]:
     """(a Lambda client, an SQS client, a queue's URL, the UUID of the queue's mapping) on the local
-    stack's moto, as the stack makes the caller's (wakeup_local.mappings)."""
+    stack's moto, as the stack makes the caller's (wakeup_local.event_sources.mappings)."""
     options = {"endpoint_url": mapping_moto, "region_name": "us-east-1"}
     name = f"f-{uuid.uuid4().hex[:8]}"
     awslambda, sqs, iam = (boto3.client(service, **options) for service in ("lambda", "sqs", "iam"))

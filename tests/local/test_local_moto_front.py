@@ -24,8 +24,8 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_ba
 from moto.scheduler import urls as scheduler_urls
 from moto.scheduler.responses import EventBridgeSchedulerResponse
 
-from wakeup_local.loopback_wsgi import LoopbackWsgiServer
-from wakeup_local.moto_shortcut import HANDLERS, REST_HANDLERS, MotoShortcut
+from wakeup_local.aws.loopback_wsgi import LoopbackWsgiServer
+from wakeup_local.aws.moto_shortcut import HANDLERS, REST_HANDLERS, MotoShortcut
 
 REGION = "us-east-1"
 # Request ids and times differ from one answer to the next, whoever serves them.

@@ -16,8 +16,8 @@ import pytest
 from moto import backend_index
 
 from support.waiting import wait_until
-from wakeup_local import moto_child
-from wakeup_local.moto_process import MotoProcess
+from wakeup_local.aws import moto_child
+from wakeup_local.aws.moto_process import MotoProcess
 
 
 def _parent(pid: int) -> int:
@@ -51,7 +51,7 @@ def test_motos_are_forked_from_one_server_that_imported_moto_and_each_has_its_ow
         fork_server = _parent(first.pid)
         assert _parent(second.pid) == fork_server
         assert _parent(fork_server) == os.getpid()
-        assert b"wakeup_local.moto_child" in Path(f"/proc/{fork_server}/cmdline").read_bytes()
+        assert b"wakeup_local.aws.moto_child" in Path(f"/proc/{fork_server}/cmdline").read_bytes()
         # and what one is told the other does not know
         name = f"t-{uuid.uuid4().hex[:8]}"
         boto3.client("dynamodb", endpoint_url=first.endpoint_url, region_name="us-east-1").create_table(
@@ -83,7 +83,7 @@ def test_stopping_a_moto_ends_its_process_and_frees_its_port() -> None:
 
 STARTER = """
 import sys
-from wakeup_local.moto_process import MotoProcess
+from wakeup_local.aws.moto_process import MotoProcess
 moto = MotoProcess()
 moto.start()
 print(moto.pid, flush=True)
@@ -114,7 +114,7 @@ def test_the_fork_server_makes_every_services_app_and_reads_its_model_without_a_
     # a name moto does not know, or a moto that changed, would be logged (and each moto left to
     # make them on its first request again)
     result = subprocess.run(
-        [sys.executable, "-c", "from wakeup_local import moto_child; moto_child.prepare_apps()"],
+        [sys.executable, "-c", "from wakeup_local.aws import moto_child; moto_child.prepare_apps()"],
         capture_output=True,
         text=True,
         timeout=120,

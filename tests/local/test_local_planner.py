@@ -27,8 +27,8 @@ from wakeup.times import format_time
 from wakeup.tokens import TokenKind, mint
 from wakeup_awsfacts.sqs_scaling import Scaling
 from wakeup_awsfacts.template import Resolver, load_template
-from wakeup_local.functions import DEFAULT_CONCURRENCY, FunctionError
-from wakeup_local.scheduler import recurring_schedules
+from wakeup_local.event_sources.scheduler import recurring_schedules
+from wakeup_local.lambda_.functions import DEFAULT_CONCURRENCY, FunctionError
 from wakeup_local.stack import LocalStack
 
 CALLER_MAPPING = "CallerFunction.CallerQueueMessages"

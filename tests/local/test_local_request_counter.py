@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 import boto3
 import pytest
 
-from wakeup_local.aws import AwsClients, make_clients
-from wakeup_local.moto_process import MotoProcess
-from wakeup_local.request_counter import CHANGE_LOG_SIZE, COUNTS_PATH, scheduler_changes, scheduler_changes_since
+from wakeup_local.aws.clients import AwsClients, make_clients
+from wakeup_local.aws.moto_process import MotoProcess
+from wakeup_local.aws.request_counter import CHANGE_LOG_SIZE, COUNTS_PATH, scheduler_changes, scheduler_changes_since
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ import pytest
 from localstack_helpers import FIXTURE_TEMPLATE, ROOT
 
 from wakeup_awsfacts.template import DYNAMODB_TABLE, SCHEDULE_GROUP, SECRET, SQS_QUEUE, Resolver, load_template
-from wakeup_local.aws import AwsClients, make_clients
-from wakeup_local.resources import StackResources, create_resources, delete_resources
+from wakeup_local.aws.clients import AwsClients, make_clients
+from wakeup_local.aws.resources import StackResources, create_resources, delete_resources
 
 
 @pytest.fixture(scope="module")

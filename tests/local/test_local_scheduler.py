@@ -27,12 +27,10 @@ from localstack_helpers import (
 )
 
 from wakeup_awsfacts.template import Resolver, Template
-from wakeup_local.aws import AwsClients, make_clients
-from wakeup_local.environment_pool import EnvironmentPool
-from wakeup_local.functions import Functions, FunctionSpec, LocalFunction
-from wakeup_local.moto_process import MotoProcess
-from wakeup_local.request_counter import scheduler_changes_since
-from wakeup_local.scheduler import (
+from wakeup_local.aws.clients import AwsClients, make_clients
+from wakeup_local.aws.moto_process import MotoProcess
+from wakeup_local.aws.request_counter import scheduler_changes_since
+from wakeup_local.event_sources.scheduler import (
     ExpressionError,
     ScheduleWatcher,
     firing_time,
@@ -40,6 +38,8 @@ from wakeup_local.scheduler import (
     parse_rate,
     recurring_schedules,
 )
+from wakeup_local.lambda_.environment_pool import EnvironmentPool
+from wakeup_local.lambda_.functions import Functions, FunctionSpec, LocalFunction
 from wakeup_local.stack import LocalStack
 
 EXACT = {"WAKEUP_LOCAL_EXACT_SCHEDULES": "1"}
@@ -136,7 +136,7 @@ def exists(stack: LocalStack, name: str) -> bool:
 def test_with_the_flag_a_schedule_fires_exactly_on_time_and_is_deleted_after(
     exact_stack: LocalStack, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="wakeup_local.scheduler")
+    caplog.set_level(logging.INFO, logger="wakeup_local.event_sources.scheduler")
     stack = exact_stack
     warm_up(stack, "TargetFunction", 1, WARM_UP)
     when = whole_second(2)
@@ -153,7 +153,7 @@ def test_by_default_a_schedule_fires_at_a_random_moment_within_its_minute(
     start_stack: StartStack, caplog: pytest.LogCaptureFixture
 ) -> None:
     # given a Scheduler whose draw within the minute is 0.05 of it: 3 s after the scheduled time
-    caplog.set_level(logging.INFO, logger="wakeup_local.scheduler")
+    caplog.set_level(logging.INFO, logger="wakeup_local.event_sources.scheduler")
     stack = start_stack(rng=FixedRandom(0.05))
     warm_up(stack, "TargetFunction", 1, WARM_UP)
     when = whole_second(1)
@@ -174,7 +174,7 @@ def test_the_moment_is_drawn_anywhere_within_the_minute_or_exactly_with_the_flag
 def test_an_updated_schedule_fires_at_its_new_time_with_its_new_input(
     exact_stack: LocalStack, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="wakeup_local.scheduler")
+    caplog.set_level(logging.INFO, logger="wakeup_local.event_sources.scheduler")
     stack = exact_stack
     warm_up(stack, "TargetFunction", 1, WARM_UP)
     first, later = whole_second(2), whole_second(4)
@@ -212,7 +212,7 @@ def test_a_schedule_without_delete_after_completion_fires_once_and_stays(exact_s
 def test_the_expression_is_read_in_the_schedules_time_zone(
     exact_stack: LocalStack, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="wakeup_local.scheduler")
+    caplog.set_level(logging.INFO, logger="wakeup_local.event_sources.scheduler")
     stack = exact_stack
     warm_up(stack, "TargetFunction", 1, WARM_UP)
     when = whole_second(2)
@@ -226,7 +226,7 @@ def test_a_schedule_in_the_past_fires_at_once_with_a_warning(
     exact_stack: LocalStack, caplog: pytest.LogCaptureFixture
 ) -> None:
     stack = exact_stack
-    caplog.set_level(logging.WARNING, logger="wakeup_local.scheduler")
+    caplog.set_level(logging.WARNING, logger="wakeup_local.event_sources.scheduler")
     schedule(stack, "past", datetime.fromtimestamp(math.floor(time.time()) - 30, UTC))
     wait_fired(stack, "past", timeout=2)
     assert any("in the past" in record.getMessage() for record in caplog.records)

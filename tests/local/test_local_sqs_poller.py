@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from localstack_helpers import StartStack, handler_records, wait_until, warm_up
 
-from wakeup_local.sqs_poller import failed_message_ids
+from wakeup_local.event_sources.sqs_poller import failed_message_ids
 from wakeup_local.stack import LocalStack
 
 # The fixture template: QueueFunction (batches of 5, ReportBatchItemFailures) on Queue, WholeBatchFunction

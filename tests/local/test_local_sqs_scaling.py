@@ -14,8 +14,8 @@ from localstack_helpers import FIXTURE_DIR, FIXTURE_TEMPLATE, StartStack, fake_m
 
 from wakeup_awsfacts.sqs_scaling import Scaling
 from wakeup_awsfacts.template import Resolver, TemplateError, load_template
-from wakeup_local.sqs_poller import batching_of, scaling_of
-from wakeup_local.sqs_scaling import Concurrency, Counters, Sample
+from wakeup_local.event_sources.sqs_poller import batching_of, scaling_of
+from wakeup_local.event_sources.sqs_scaling import Concurrency, Counters, Sample
 from wakeup_local.stack import LocalStack
 
 # The fixture template: BurstFunction takes one record a batch from BurstQueue, 12 batches at once

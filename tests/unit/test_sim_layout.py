@@ -20,8 +20,9 @@ PACKAGES = {
 def modules(packages: Mapping[str, Path]) -> dict[str, Path]:
     found = {}
     for package, folder in packages.items():
-        for path in folder.glob("*.py"):
-            found[package if path.stem == "__init__" else f"{package}.{path.stem}"] = path
+        for path in folder.rglob("*.py"):
+            parts = path.relative_to(folder).with_suffix("").parts
+            found[".".join((package, *parts[: -1 if parts[-1] == "__init__" else None]))] = path
     return found
 
 
@@ -45,5 +46,5 @@ def graph(packages: Mapping[str, Path]) -> dict[str, set[str]]:
 
 def test_the_local_stack_and_the_simulator_scale_the_event_source_by_one_rule() -> None:
     edges = graph(PACKAGES)
-    assert "wakeup_awsfacts.sqs_scaling" in edges["wakeup_local.sqs_poller"]
+    assert "wakeup_awsfacts.sqs_scaling" in edges["wakeup_local.event_sources.sqs_poller"]
     assert "wakeup_awsfacts.sqs_scaling" in edges["wakeup_sim.event_source"]

@@ -33,7 +33,7 @@ from moto.settings import DISABLE_GLOBAL_CORS
 from moto.sqs.responses import SQSResponse
 from werkzeug.exceptions import InternalServerError
 
-from wakeup_local.loopback_wsgi import StartResponse, WsgiApp, status_line
+from wakeup_local.aws.loopback_wsgi import StartResponse, WsgiApp, status_line
 
 log = logging.getLogger(__name__)
 

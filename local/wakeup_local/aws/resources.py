@@ -16,7 +16,7 @@ from wakeup_awsfacts.template import (
     Template,
     TemplateError,
 )
-from wakeup_local.aws import AwsClients
+from wakeup_local.aws.clients import AwsClients
 
 log = logging.getLogger(__name__)
 

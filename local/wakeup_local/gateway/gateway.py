@@ -30,8 +30,8 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 from wakeup_awsfacts.template import ACCOUNT_ID
-from wakeup_local.functions import Functions, LocalFunction
-from wakeup_local.throttling import TokenBucket
+from wakeup_local.gateway.throttling import TokenBucket
+from wakeup_local.lambda_.functions import Functions, LocalFunction
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from wakeup_local.environment import EnvironmentGone, ExecutionEnvironment
+from wakeup_local.lambda_.environment import EnvironmentGone, ExecutionEnvironment
 
 log = logging.getLogger(__name__)
 

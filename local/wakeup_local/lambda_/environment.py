@@ -28,9 +28,9 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from wakeup_local.environment_process import RuntimeProcess, start_runtime
-from wakeup_local.lambda_logs import FunctionLog, Report, end_line, start_line, timeout_line
-from wakeup_local.runtime_api import Invocation, RuntimeApi, RuntimeSignal
+from wakeup_local.lambda_.environment_process import RuntimeProcess, start_runtime
+from wakeup_local.lambda_.lambda_logs import FunctionLog, Report, end_line, start_line, timeout_line
+from wakeup_local.lambda_.runtime_api import Invocation, RuntimeApi, RuntimeSignal
 
 log = logging.getLogger(__name__)
 

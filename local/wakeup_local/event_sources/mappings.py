@@ -28,8 +28,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from wakeup_awsfacts.template import SERVERLESS_FUNCTION, Resolver, Template
-from wakeup_local.aws import AwsClients
-from wakeup_local.sqs_poller import batching_of, scaling_of
+from wakeup_local.aws.clients import AwsClients
+from wakeup_local.event_sources.sqs_poller import batching_of, scaling_of
 
 log = logging.getLogger(__name__)
 

@@ -36,8 +36,8 @@ from botocore.parsers import ResponseParserError, create_parser
 
 from wakeup_awsfacts.quotas import SCHEDULER_WINDOW_S
 from wakeup_awsfacts.template import Resolver, Template
-from wakeup_local.functions import Functions, LocalFunction
-from wakeup_local.request_counter import ScheduleKey, SchedulerChanges
+from wakeup_local.aws.request_counter import ScheduleKey, SchedulerChanges
+from wakeup_local.lambda_.functions import Functions, LocalFunction
 
 if TYPE_CHECKING:
     from mypy_boto3_scheduler import EventBridgeSchedulerClient

@@ -8,7 +8,7 @@ import botocore.loaders
 import botocore.session
 from botocore.config import Config
 
-from wakeup_local.request_counter import STACK_AGENT
+from wakeup_local.aws.request_counter import STACK_AGENT
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -43,8 +43,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from wakeup_awsfacts.quotas import ASYNC_ERROR_RETRY_DELAYS_S
 from wakeup_awsfacts.template import Resolver, Template, TemplateError
-from wakeup_local.functions import FunctionError, Functions, LocalFunction
-from wakeup_local.resources import StackResources
+from wakeup_local.aws.resources import StackResources
+from wakeup_local.lambda_.functions import FunctionError, Functions, LocalFunction
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient

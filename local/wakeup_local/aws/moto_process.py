@@ -90,7 +90,7 @@ class MotoProcess:
 
 
 class _ForkServer:
-    """`python -m wakeup_local.moto_child`: asked over a socket, forks a moto and answers its pid."""
+    """`python -m wakeup_local.aws.moto_child`: asked over a socket, forks a moto and answers its pid."""
 
     def __init__(self) -> None:
         self._socket, server_end = socket.socketpair()
@@ -99,7 +99,7 @@ class _ForkServer:
         # Its socket is its stdin. Its stdout is the stack's stderr, as its stderr is: whatever moto
         # says lands in the stack's log, never in a stdout that a parent reads commands' answers from.
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "wakeup_local.moto_child"],
+            [sys.executable, "-m", "wakeup_local.aws.moto_child"],
             stdin=server_end.fileno(),
             stdout=STDERR_FD,
             env=environment,

@@ -31,11 +31,11 @@ from wakeup_awsfacts.template import (
     TemplateError,
     function_arn,
 )
-from wakeup_local.aws import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY
-from wakeup_local.environment import EnvironmentSettings, ExecutionEnvironment, FunctionError
-from wakeup_local.environment_pool import EnvironmentPool, Throttled
-from wakeup_local.environment_process import RUNTIME_CLIENT
-from wakeup_local.lambda_logs import FunctionLog
+from wakeup_local.aws.clients import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY
+from wakeup_local.lambda_.environment import EnvironmentSettings, ExecutionEnvironment, FunctionError
+from wakeup_local.lambda_.environment_pool import EnvironmentPool, Throttled
+from wakeup_local.lambda_.environment_process import RUNTIME_CLIENT
+from wakeup_local.lambda_.lambda_logs import FunctionLog
 
 __all__ = ["FunctionError", "FunctionSpec", "Functions", "LocalFunction", "Throttled", "function_specs"]
 

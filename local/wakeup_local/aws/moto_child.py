@@ -23,11 +23,11 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_ba
 from moto.scheduler.exceptions import ScheduleGroupNotFound, ScheduleNotFound
 from moto.scheduler.models import scheduler_backends
 
-from wakeup_local import moto_fixes
-from wakeup_local.loopback_wsgi import LoopbackWsgiServer
-from wakeup_local.moto_process import LOOPBACK
-from wakeup_local.moto_shortcut import MotoShortcut
-from wakeup_local.request_counter import RequestCounter, UnplacedSchedule
+from wakeup_local.aws import moto_fixes
+from wakeup_local.aws.loopback_wsgi import LoopbackWsgiServer
+from wakeup_local.aws.moto_process import LOOPBACK
+from wakeup_local.aws.moto_shortcut import MotoShortcut
+from wakeup_local.aws.request_counter import RequestCounter, UnplacedSchedule
 
 
 def serve(control: socket.socket, mapping_update_s: float) -> None:

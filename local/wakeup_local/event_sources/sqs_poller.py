@@ -34,9 +34,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from wakeup_awsfacts.quotas import SQS_MAX_RECEIVE
 from wakeup_awsfacts.sqs_scaling import MAXIMUM_CONCURRENCY_RANGE, MAXIMUM_POLLERS_RANGE, MINIMUM_POLLERS_RANGE, Scaling
 from wakeup_awsfacts.template import TemplateError
-from wakeup_local.functions import Functions, LocalFunction
-from wakeup_local.resources import Queue, StackResources
-from wakeup_local.sqs_scaling import Concurrency, Counters
+from wakeup_local.aws.resources import Queue, StackResources
+from wakeup_local.event_sources.sqs_scaling import Concurrency, Counters
+from wakeup_local.lambda_.functions import Functions, LocalFunction
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient

@@ -93,8 +93,8 @@ from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ig
 from moto.sqs.models import Queue, SQSBackend, sqs_backends
 
 from wakeup_awsfacts.sqs_scaling import MAXIMUM_POLLERS_RANGE, MINIMUM_POLLERS_RANGE
-from wakeup_local import moto_expressions
-from wakeup_local.moto_attribute_values import items_as_they_are, values_as_they_are
+from wakeup_local.aws import moto_expressions
+from wakeup_local.aws.moto_attribute_values import items_as_they_are, values_as_they_are
 
 log = logging.getLogger(__name__)
 
