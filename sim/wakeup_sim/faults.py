@@ -536,9 +536,9 @@ def signing_keys(engine: Engine, faults: FaultInjector, master: str, secret_id: 
 
 
 def wake_key(headers: Mapping[str, str] | None) -> tuple[str, str]:
-    """(instance, registration) from a call's `webhook-id` (`wake_{instance}_{reg}_{attempt}`)."""
+    """(instance, registration) from a call's `webhook-id` (`wake_{instance}_{reg}`)."""
     assert headers, "the simulated caller signs every call"
-    _, instance_id, reg, _ = headers["webhook-id"].split("_")
+    _, instance_id, reg = headers["webhook-id"].split("_")[:3]
     return instance_id, reg
 
 

@@ -252,7 +252,7 @@ class Caller:
     def _call(self, trigger: Trigger, instance: Instance, due: datetime, keys: list[bytes], origin: Source) -> Delivery:
         host = host_of(instance.url)
         started = self.clock()
-        wake_id = WakeId(instance.id, trigger.reg, trigger.attempt)
+        wake_id = WakeId(instance.id, trigger.reg)
         headers = signed_headers(keys, wake_id, started) if keys else {}
         outcome = self.call(instance.url, instance.id, self.settings.call_timeout_s, headers)
         finished = self.clock()
