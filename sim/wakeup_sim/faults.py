@@ -415,7 +415,12 @@ class FaultInjector:
             self.point(place)
             error = self.fault(place, attempt)
             if error is None:
-                answer = send()
+                try:
+                    answer = send()
+                except ClientError as refused:
+                    # As botocore reports it: how many times the request was sent before this reply.
+                    refused.response.setdefault("ResponseMetadata", {})["RetryAttempts"] = attempt
+                    raise
                 error = self.reply_lost(place)
                 if error is None:
                     return answer

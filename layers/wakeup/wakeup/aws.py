@@ -28,3 +28,9 @@ def client(service: str) -> Any:
 
 def error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def retried(exc: ClientError) -> bool:
+    """Whether botocore sent the request more than once before this error: an earlier attempt,
+    whose reply was lost, may have applied it (botocore counts retries in `RetryAttempts`)."""
+    return int(exc.response.get("ResponseMetadata", {}).get("RetryAttempts", 0)) > 0
