@@ -419,7 +419,8 @@ class FaultInjector:
                     answer = send()
                 except ClientError as refused:
                     # As botocore reports it: how many times the request was sent before this reply.
-                    refused.response.setdefault("ResponseMetadata", {})["RetryAttempts"] = attempt
+                    metadata: dict[str, Any] = dict(refused.response.get("ResponseMetadata", {}))
+                    refused.response["ResponseMetadata"] = {**metadata, "RetryAttempts": attempt}  # type: ignore[typeddict-item]
                     raise
                 error = self.reply_lost(place)
                 if error is None:

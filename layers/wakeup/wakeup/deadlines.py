@@ -51,8 +51,9 @@ class RequestBudget:
 AWS_REQUEST = RequestBudget(connect_s=1.0, read_s=2.0, attempts=2)
 
 # Two execution environments' clocks may differ: a lease written by one's clock ends on another's.
-# Lambda keeps its clocks with the Amazon Time Sync Service; this margin is far above its error and
-# is an assumption (docs/architecture.md, "Delivering within the lease").
+# Lambda's environments keep their clocks by NTP ("Defined runtime environment variables", `TZ`:
+# https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars.html); no page states their
+# error, so this margin is an assumption (docs/architecture.md, "Delivering within the lease").
 CLOCK_MARGIN_S = 1.0
 # What the claim's write and the signing keys (cached in a warm caller) take before a call.
 CLAIM_TO_CALL_S = 1.0
