@@ -16,6 +16,9 @@ The steps (DESIGN section 4):
    called early and, at a busy second, only the calls themselves are left to make;
 4. call the host and record the outcome, conditionally on the registration; after a failure arm
    the retry at the time `wakeup.logic.retry` sets, or give the wake up when it is too old.
+   A call that cannot be signed (the keys unreadable) is not made, and counts as a failed one.
+   A registration replaced in the last moment before its call may still be called once: a host
+   treats a wake after a replacement as harmless (DESIGN section 1).
 
 Within the lease and the invocation's time (`wakeup.deadlines`): the claim is taken only when the
 invocation has time left for it, the call and the outcome's write; the call is made only when the
@@ -23,9 +26,6 @@ lease left and the time left still cover the call and the outcome's write (the A
 the claim may have been slow), or the trigger is sent again for when the lease ends; a failed
 outcome write is tried again while the lease lasts; and no step starts that the invocation's time
 cannot hold, so a slow request of one record never takes its batch-mates down with a timeout.
-   A call that cannot be signed (the keys unreadable) is not made, and counts as a failed one.
-   A registration replaced in the last moment before its call may still be called once: a host
-   treats a wake after a replacement as harmless (DESIGN section 1).
 
 Metrics are counted by the caller from the returned `Delivery` (`publish`), in one thread, because
 Powertools' metric set is not safe to write from the threads that deliver a batch.
