@@ -33,7 +33,7 @@ TEMPLATE = ROOT / "template.yaml"
 # 0.7 s here) that the tests beside it wait for.
 STACK_SETTINGS = {
     "WAKEUP_CALL_TIMEOUT_S": "2",
-    "WAKEUP_CLAIM_LEASE_S": "4",
+    "WAKEUP_CLAIM_LEASE_S": "7",
     "WAKEUP_LOCAL_EXACT_SCHEDULES": "1",
     "WAKEUP_LOCAL_IDLE_S": "300",
 }

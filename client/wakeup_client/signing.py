@@ -4,9 +4,13 @@ The service signs each call as `Standard Webhooks <https://www.standardwebhooks.
 (``webhook-id``, ``webhook-timestamp``, ``webhook-signature``) with the account's signing secret
 (``whsec_...``), over an empty body. The signature is checked by the ``standardwebhooks`` library
 itself, which also refuses a timestamp more than five minutes off (a replay); this module adds
-what only this service's ids say: which instance, registration and attempt the call is for. A
-wake signed for another instance of the same account is refused, and ``Wake.registration`` lets a
-host drop a second wake for a registration it has served.
+what only this service's ids say: which instance and registration the call is for. A wake signed
+for another instance of the same account is refused.
+
+The id is the same on every attempt of one wake, as Standard Webhooks keep a message's id when it
+is sent again: a host that has served a wake (answered it 2xx) can drop a call whose ``Wake.id``
+it has seen, which is what the service's rare second call of a wake is (a 2xx the service could not
+see). A host that keeps only its last served id is enough: a newer registration has a new id.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from datetime import UTC, datetime
 
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-# `wake_<instance id>_<registration>_<attempt>`: the service's webhook-id.
-_WAKE_ID = re.compile(r"wake_([0-9a-f-]{36})_([0-9a-f]+)_(\d+)")
+# `wake_<instance id>_<registration>`: the service's webhook-id. Earlier releases of the service
+# added `_<attempt>` (a new id for each attempt); such an id is still accepted during an upgrade.
+_WAKE_ID = re.compile(r"wake_([0-9a-f-]{36})_([0-9a-f]+)(?:_\d+)?")
 
 
 class WakeVerificationError(ValueError):
@@ -28,13 +33,13 @@ class WakeVerificationError(ValueError):
 
 @dataclass(frozen=True)
 class Wake:
-    """A verified wake: the call's ``id`` (its ``webhook-id``), the instance, the registration it
-    is for (one per ``PUT /wakeup/wake``), the attempt (0 first) and when the call was signed."""
+    """A verified wake: the call's ``id`` (its ``webhook-id``, the same on every attempt of one
+    wake: drop a call whose id you served already), the instance, the registration it is for (one
+    per ``PUT /wakeup/wake``) and when the call was signed."""
 
     id: str
     instance_id: str
     registration: str
-    attempt: int
     timestamp: datetime
 
 
@@ -57,6 +62,5 @@ def verify_wake(headers: Mapping[str, str], secret: str, instance_id: str, body:
         id=match.group(0),
         instance_id=match.group(1),
         registration=match.group(2),
-        attempt=int(match.group(3)),
         timestamp=datetime.fromtimestamp(int(lowered["webhook-timestamp"]), UTC),
     )

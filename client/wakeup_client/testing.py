@@ -222,7 +222,7 @@ class FakeWakeupService:
 
     def _signed(self, instance: _Instance, moment: datetime) -> dict[str, str]:
         """The headers the service would sign a call to ``instance`` at ``moment`` with."""
-        msg_id = f"wake_{instance.id}_{instance.reg}_{instance.attempts}"
+        msg_id = f"wake_{instance.id}_{instance.reg}"  # the same on every attempt
         secrets_now = self._account_by_id(instance.account_id).signing_secrets(moment)
         return {
             "webhook-id": msg_id,
@@ -424,7 +424,7 @@ def _remember_call(instance: _Instance, wake: DueWake, moment: datetime, status:
         "status": status,
         "error": failed,
         "trigger": "queue",
-        "webhookId": wake.headers.get("webhook-id", f"wake_{wake.instance_id}_{instance.reg}_{wake.attempt - 1}"),
+        "webhookId": wake.headers.get("webhook-id", f"wake_{wake.instance_id}_{instance.reg}"),
     }
     instance.history = [*instance.history, (moment, call)][-HISTORY_SIZE:]
 

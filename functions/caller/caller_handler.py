@@ -2,7 +2,10 @@
 
 SQS hands over up to ten messages at once, often all due at the same second; they are delivered
 concurrently (each in a thread, since a call may wait up to its timeout on a host), and a record
-that raises is reported as a partial batch failure, so only it comes back.
+that raises is reported as a partial batch failure, so only it comes back. No record's step runs
+past the invocation's time (the caller checks it before each), so a slow record fails or is sent
+again alone, and its batch-mates' outcomes are written and reported: a Lambda timeout would have
+returned every message of the batch, done or not, after the queue's visibility timeout.
 """
 
 import asyncio
@@ -27,12 +30,25 @@ from wakeup.settings import get_settings
 get_settings()
 
 
-def _caller() -> Caller:
+def _caller(context: LambdaContext) -> Caller:
     settings = get_settings()
     # Every call checks the addresses it connects to against the operator's ranges.
     call = functools.partial(call_wake, addresses=settings.address_policy)
-    # One caller per invocation: it reads each account's signing versions once for its batch.
-    return Caller(get_store(), get_triggers(), settings, call=call, signing=get_signing_keys(), versions={})
+
+    def time_left_s() -> float:
+        return context.get_remaining_time_in_millis() / 1000
+
+    # One caller per invocation: it reads each account's signing versions once for its batch, and
+    # starts no step that the invocation's time left cannot hold (wakeup.logic.delivery).
+    return Caller(
+        get_store(),
+        get_triggers(),
+        settings,
+        call=call,
+        signing=get_signing_keys(),
+        versions={},
+        time_left_s=time_left_s,
+    )
 
 
 def _trigger_in(body: str, message_id: str) -> Trigger:
@@ -47,7 +63,7 @@ def _trigger_in(body: str, message_id: str) -> Trigger:
 def _deliver_batch(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     # Made here, in one thread, with the store's and the keys' clients (the triggers make theirs on
     # first use, one at a time: wakeup.aws).
-    caller = _caller()
+    caller = _caller(context)
     # A thread for every record: a host that hangs until its timeout must not hold back the
     # others (asyncio's default pool has only a few threads).
     threads = ThreadPoolExecutor(max_workers=max(len(event["Records"]), 1), thread_name_prefix="deliver")
@@ -77,6 +93,6 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     # Scheduler invokes asynchronously with the schedule's input, the trigger itself; raising makes
     # Lambda retry it (EventInvokeConfig in template.yaml) and then keep it in the caller's
     # failed-events queue. The schedules' dead-letter queue never sees it.
-    delivery = _caller().deliver(parse_trigger(event), Source.SCHEDULE)
+    delivery = _caller(context).deliver(parse_trigger(event), Source.SCHEDULE)
     publish(delivery)
     return {"result": delivery.result.value}

@@ -415,7 +415,13 @@ class FaultInjector:
             self.point(place)
             error = self.fault(place, attempt)
             if error is None:
-                answer = send()
+                try:
+                    answer = send()
+                except ClientError as refused:
+                    # As botocore reports it: how many times the request was sent before this reply.
+                    metadata: dict[str, Any] = dict(refused.response.get("ResponseMetadata", {}))
+                    refused.response["ResponseMetadata"] = {**metadata, "RetryAttempts": attempt}  # type: ignore[typeddict-item]
+                    raise
                 error = self.reply_lost(place)
                 if error is None:
                     return answer
@@ -536,9 +542,9 @@ def signing_keys(engine: Engine, faults: FaultInjector, master: str, secret_id: 
 
 
 def wake_key(headers: Mapping[str, str] | None) -> tuple[str, str]:
-    """(instance, registration) from a call's `webhook-id` (`wake_{instance}_{reg}_{attempt}`)."""
+    """(instance, registration) from a call's `webhook-id` (`wake_{instance}_{reg}`)."""
     assert headers, "the simulated caller signs every call"
-    _, instance_id, reg, _ = headers["webhook-id"].split("_")
+    _, instance_id, reg = headers["webhook-id"].split("_")[:3]
     return instance_id, reg
 
 

@@ -211,3 +211,5 @@ def test_the_answered_calls_are_the_instances_history_newest_first(
     assert [(c.attempt, c.status, c.error) for c in calls] == [(2, 200, None), (1, 503, "HTTP 503")]
     assert calls[1].lateness_ms == 0 and calls[0].lateness_ms is None
     assert calls[1].webhook_id == first.headers["webhook-id"]
+    # one wake, one Standard Webhooks message: every attempt carries the same id
+    assert second.headers["webhook-id"] == first.headers["webhook-id"] == calls[0].webhook_id

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from standardwebhooks.webhooks import Webhook
 
 from wakeup_client import InstanceClient, WakeupClient, WakeVerificationError, mint_instance_token, verify_wake
 from wakeup_client.testing import DueWake, FakeWakeupService
@@ -36,7 +37,6 @@ def test_a_wake_the_fake_signs_is_verified_for_its_instance(fake: FakeWakeupServ
     verified = verify_wake(wake.headers, fake.signing_secret(), wake.instance_id)
 
     assert verified.instance_id == wake.instance_id
-    assert verified.attempt == 0
     assert verified.id == wake.headers["webhook-id"]
     assert abs((verified.timestamp - datetime.now(UTC)).total_seconds()) < 5
 
@@ -114,3 +114,18 @@ def test_after_a_rotations_overlap_only_the_new_secret_verifies(fake: FakeWakeup
     assert verify_wake(wake.headers, new, wake.instance_id).instance_id == wake.instance_id
     with pytest.raises(WakeVerificationError):
         verify_wake(wake.headers, old, wake.instance_id)
+
+
+def test_an_id_from_a_release_that_numbered_attempts_names_its_registration(
+    fake: FakeWakeupService, account: WakeupClient
+) -> None:
+    wake = due_wake(fake, account)
+    numbered = wake.headers["webhook-id"] + "_2"
+    now = datetime.now(UTC)
+    headers = {
+        "webhook-id": numbered,
+        "webhook-timestamp": str(int(now.timestamp())),
+        "webhook-signature": Webhook(fake.signing_secret()).sign(numbered, now, ""),
+    }
+    verified = verify_wake(headers, fake.signing_secret(), wake.instance_id)
+    assert (verified.id, verified.registration) == (numbered, wake.headers["webhook-id"].rpartition("_")[2])

@@ -100,10 +100,10 @@ def test_a_verifying_host_accepts_real_wakes_and_refuses_forged_altered_replayed
         "webhook-signature": Webhook(forged_secret).sign(call_a.headers["webhook-id"], now, ""),
     }
     assert verifying.replay("a", forged) == REFUSED
-    # altered: a real call's timestamp moved, or its id naming another attempt
+    # altered: a real call's timestamp moved, or its id naming another registration
     assert verifying.replay("a", {**call_a.headers, "webhook-timestamp": str(int(now.timestamp()) + 1)}) == REFUSED
-    other_attempt = call_a.headers["webhook-id"].rpartition("_")[0] + "_1"
-    assert verifying.replay("a", {**call_a.headers, "webhook-id": other_attempt}) == REFUSED
+    other_registration = call_a.headers["webhook-id"].rpartition("_")[0] + "_" + "0" * 32
+    assert verifying.replay("a", {**call_a.headers, "webhook-id": other_registration}) == REFUSED
     # signed for another instance of the same account (the same secret)
     assert verifying.replay("a", call_b.headers) == REFUSED
     assert "another instance" in verifying.refusals[-1]
@@ -136,7 +136,7 @@ def test_a_verifying_host_keeps_accepting_wakes_across_a_secret_rotation(
     verifying.secret = new_secret
     woken(instances, verifying, "moved")
     assert verifying.refusals == []
-    assert verify_wake(during.headers, new_secret, verifying.instance_ids["/during"]).attempt == 0
+    assert verify_wake(during.headers, new_secret, verifying.instance_ids["/during"]).id == during.headers["webhook-id"]
     # once the overlap is over (a rotation with none left), only the newest secret verifies
     ended = admin(stack, "accounts", "rotate-signing-secret", account_id(stack, label), "--overlap", "0")
     newest = ended.stdout.strip()
@@ -145,3 +145,29 @@ def test_a_verifying_host_keeps_accepting_wakes_across_a_secret_rotation(
     for stale in (old_secret, new_secret):
         with pytest.raises(WakeVerificationError):
             verify_wake(after.headers, stale, verifying.instance_ids["/after"])
+
+
+def test_every_attempt_of_a_wake_carries_one_webhook_id_so_a_host_drops_a_repeat_by_it(
+    stack: StackProcess, account: tuple[Api, str], instances: Instances, host: WakeHost
+) -> None:
+    # given a verifying host whose first answer to the wake fails, then succeeds
+    verifying = VerifyingHost(host, stack.signing_secret(account[0].token or ""))
+    instance_id, token = instances.new(host.url_for("retried"))
+    verifying.instance_ids["/retried"] = instance_id
+    host.script(503, path="/retried/wake")
+    # when the wake is called, fails, and is called again after its backoff
+    instances.wake(token, iso(time.time()))
+    first, second = host.wait_for_calls(2, timeout=20, path="/retried/wake")
+    # then both calls are one Standard Webhooks message: the same id, each signed and verified
+    assert first.answer.status == 503 and second.answer.status == 200
+    assert first.headers["webhook-id"] == second.headers["webhook-id"]
+    served = verify_wake(second.headers, verifying.secret, instance_id)
+    assert served.id == first.headers["webhook-id"] and served.instance_id == instance_id
+    # and a host that remembers the id it served knows the same call again for a repeat
+    repeat = verify_wake(second.headers, verifying.secret, instance_id)
+    assert repeat.id == served.id
+    # a new registration is a new message: a new id
+    instances.wake(token, iso(time.time()))
+    third = host.wait_for_calls(3, timeout=20, path="/retried/wake")[2]
+    assert third.headers["webhook-id"] != served.id
+    assert verify_wake(third.headers, verifying.secret, instance_id).registration != served.registration

@@ -6,6 +6,7 @@ timeout strikes after the write. botocore then retries the same request for real
         proxy.lose("UpdateItem")             # the next UpdateItem's reply is lost
         proxy.lose("UpdateItem", after=1)    # and the one after the next that passes
         store = DynamoStore(table, client=proxy.dynamodb())
+        proxy.lose("DeleteSchedule")         # Scheduler's too, through proxy.client("scheduler")
 """
 
 from __future__ import annotations
@@ -36,8 +37,14 @@ class LostReplyProxy:
             protocol_version = "HTTP/1.1"
 
             def do_POST(self) -> None:
+                self._relay(self.headers.get("X-Amz-Target", "").rpartition(".")[2])
+
+            def do_DELETE(self) -> None:
+                # Scheduler's REST API: `DELETE /schedules/{Name}` is DeleteSchedule.
+                self._relay("DeleteSchedule" if self.path.startswith("/schedules/") else "DELETE")
+
+            def _relay(self, operation: str) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                operation = self.headers.get("X-Amz-Target", "").rpartition(".")[2]
                 status, headers, reply = proxy._forward(self.command, self.path, dict(self.headers.items()), body)
                 if proxy._should_lose(operation):
                     # Applied upstream; the reply never comes back.
@@ -70,7 +77,11 @@ class LostReplyProxy:
 
     def dynamodb(self) -> Any:
         """A DynamoDB client through the proxy, configured as the functions' clients are (retries too)."""
-        return boto3.client("dynamodb", endpoint_url=self.url, config=aws.CLIENT_CONFIG)
+        return self.client("dynamodb")
+
+    def client(self, service: str) -> Any:
+        """A client of `service` through the proxy (DynamoDB, or Scheduler's DeleteSchedule)."""
+        return boto3.client(service, endpoint_url=self.url, config=aws.CLIENT_CONFIG)
 
     def _should_lose(self, operation: str) -> bool:
         with self._lock:

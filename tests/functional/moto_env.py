@@ -169,7 +169,7 @@ def deployed(endpoint_url: str, **settings: str) -> Iterator[Deployed]:
             "WAKEUP_SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/scheduler",
             "WAKEUP_MASTER_KEY_SECRET": resources.secrets["SigningMasterKey"],
             "WAKEUP_CALL_TIMEOUT_S": "2",
-            "WAKEUP_CLAIM_LEASE_S": "4",
+            "WAKEUP_CLAIM_LEASE_S": "7",
             # The tests' hosts run on loopback, as the local stack's do.
             "WAKEUP_CALL_ALLOWED_CIDRS": "127.0.0.0/8",
             **settings,

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 from faulty import FaultyClient, throttled
+from lost_reply import LostReplyProxy
 from moto_env import Deployed, RecordingTriggers, serving_host
 
 from wakeup.errors import UnavailableError
@@ -291,3 +292,27 @@ def test_a_deleted_instances_schedule_that_cannot_be_removed_finds_nothing_when_
     assert env.store.get_instance(instance.id) is None
     assert Caller(env.store, env.triggers, env.settings).deliver(left, Source.SCHEDULE).result is Result.STALE
     assert env.triggers.sent == [] and env.triggers.scheduled == []
+
+
+def test_a_removal_whose_reply_was_lost_still_reads_the_table_and_arms_a_newer_registration(
+    env: Deployed, proxy: LostReplyProxy
+) -> None:
+    # given a far wake, replaced by a near one whose removal of the old schedule comes after a
+    # newer far registration wrote the table and created its schedule, and the removal's reply is
+    # lost: botocore's retry finds the schedule gone (ResourceNotFound), removed by its first try
+    instance_id = env.new_instance(URL)
+    register_wake(env.store, env.triggers, instance_id, now() + timedelta(hours=2), now())
+    newer_at = now() + timedelta(hours=1)
+
+    def newer() -> None:
+        register_wake(env.store, env.triggers, instance_id, newer_at, now())
+
+    triggers = RecordingTriggers(env.settings, env.clients)
+    triggers.scheduler = RacedBefore(proxy.client("scheduler"), "delete_schedule", newer)
+    proxy.lose("DeleteSchedule")
+    # when the near one removes the schedule there, the newer one's
+    register_wake(env.store, triggers, instance_id, now() + timedelta(minutes=1), now())
+    # then the lost reply was met, and the removal still led to the table's re-read: the newer
+    # registration is armed again, not left to the sweeper
+    assert proxy.lost == ["DeleteSchedule"]
+    assert_armed_as_held(env, instance_id, newer_at)

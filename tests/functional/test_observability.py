@@ -59,7 +59,7 @@ class Context:
     log_stream_name = "functional"
 
     def get_remaining_time_in_millis(self):
-        return 10_000
+        return spec["timeout_ms"]  # the function's timeout from the template: a fresh invocation
 
 
 result = handler(spec["event"], Context())
@@ -160,6 +160,7 @@ def run(stack: Stack, logical_id: str, event: dict[str, Any], tokens: list[str],
         "function_name": function.name,
         "function_arn": function.arn,
         "memory_mb": function.memory_mb,
+        "timeout_ms": round(function.timeout_s * 1000),
         "request_id": request_id,
         "event": event,
         "result_path": str(result_path),

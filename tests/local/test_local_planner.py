@@ -35,7 +35,7 @@ CALLER_MAPPING = "CallerFunction.CallerQueueMessages"
 MAPPING_UPDATE_S = 1
 STACK_ENV = {
     "WAKEUP_CALL_TIMEOUT_S": "2",
-    "WAKEUP_CLAIM_LEASE_S": "4",
+    "WAKEUP_CLAIM_LEASE_S": "7",
     "WAKEUP_LOCAL_EXACT_SCHEDULES": "1",
     "WAKEUP_LOCAL_MAPPING_UPDATE_S": str(MAPPING_UPDATE_S),
     # The planner counts each wake as a batch of its own and sees a burst in any second with more

@@ -27,9 +27,19 @@ def test_a_horizon_beyond_the_sqs_delay_limit_is_refused() -> None:
         Settings.model_validate({"WAKEUP_TABLE": "t", "WAKEUP_SQS_HORIZON_S": "901"})
 
 
-def test_a_lease_not_longer_than_the_call_timeout_is_refused() -> None:
+@pytest.mark.parametrize("lease", ["10", "12", "14.9"])
+def test_a_lease_that_cannot_outlast_the_call_and_the_outcomes_write_is_refused(lease: str) -> None:
+    # the call (10 s), one attempt of the outcome's write (3 s), the clocks' margin and the moment
+    # between the claim and the call (1 s each)
     with pytest.raises(ValidationError, match="WAKEUP_CLAIM_LEASE_S"):
-        Settings.model_validate({"WAKEUP_TABLE": "t", "WAKEUP_CALL_TIMEOUT_S": "10", "WAKEUP_CLAIM_LEASE_S": "10"})
+        Settings.model_validate({"WAKEUP_TABLE": "t", "WAKEUP_CALL_TIMEOUT_S": "10", "WAKEUP_CLAIM_LEASE_S": lease})
+
+
+def test_the_shortest_lease_the_rule_allows_is_accepted() -> None:
+    settings = Settings.model_validate(
+        {"WAKEUP_TABLE": "t", "WAKEUP_CALL_TIMEOUT_S": "10", "WAKEUP_CLAIM_LEASE_S": "15"}
+    )
+    assert settings.claim_lease_s == 15
 
 
 def test_load_settings_names_each_variable_and_rule_broken() -> None:
@@ -45,7 +55,8 @@ def test_load_settings_names_each_variable_and_rule_broken() -> None:
 def test_load_settings_states_a_broken_relation_with_both_values() -> None:
     with pytest.raises(SettingsError) as refused:
         load_settings({"WAKEUP_TABLE": "t", "WAKEUP_CALL_TIMEOUT_S": "10", "WAKEUP_CLAIM_LEASE_S": "5"})
-    assert (
-        str(refused.value)
-        == "invalid settings: WAKEUP_CLAIM_LEASE_S (5) must be longer than WAKEUP_CALL_TIMEOUT_S (10)"
+    assert str(refused.value) == (
+        "invalid settings: WAKEUP_CLAIM_LEASE_S (5) must be at least WAKEUP_CALL_TIMEOUT_S (10) plus 5 s:"
+        " a claim's lease outlasts its call, the first attempt of the outcome's write, the requests"
+        " before the call and a margin for the clocks"
     )

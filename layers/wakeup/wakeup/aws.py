@@ -7,11 +7,17 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-# botocore's standard retry mode backs off on throttling and transient errors; the timeouts keep an
-# API request well inside API Gateway's 30 s. The caller delivers a batch's records in threads that
-# share one client, hence the larger connection pool.
+from wakeup.deadlines import AWS_REQUEST
+
+# botocore's standard retry mode backs off on throttling and transient errors; the timeouts and the
+# attempts are one request's budget (`wakeup.deadlines.AWS_REQUEST`: its whole chain fits the time
+# a function checks it has left). The caller delivers a batch's records in threads that share one
+# client, hence the larger connection pool.
 CLIENT_CONFIG = Config(
-    retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2, read_timeout=5, max_pool_connections=50
+    retries={"mode": "standard", "max_attempts": AWS_REQUEST.attempts},
+    connect_timeout=AWS_REQUEST.connect_s,
+    read_timeout=AWS_REQUEST.read_s,
+    max_pool_connections=50,
 )
 
 
@@ -28,3 +34,9 @@ def client(service: str) -> Any:
 
 def error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def retried(exc: ClientError) -> bool:
+    """Whether botocore sent the request more than once before this error: an earlier attempt,
+    whose reply was lost, may have applied it (botocore counts retries in `RetryAttempts`)."""
+    return int(exc.response.get("ResponseMetadata", {}).get("RetryAttempts", 0)) > 0

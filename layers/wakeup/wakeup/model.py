@@ -78,7 +78,7 @@ class CallRecord:
     seq: int
     started_at: datetime
     at: datetime
-    # The registration's attempt (0 first), as the trigger and the call's webhook-id name it.
+    # The registration's attempt (0 first), as the trigger names it.
     attempt: int
     lateness_ms: int | None
     duration_ms: int

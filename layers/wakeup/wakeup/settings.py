@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from wakeup.addresses import DEFAULT_DENIED_CIDRS, AddressPolicy, parse_networks
+from wakeup.deadlines import shortest_lease_s
 
 SQS_MAX_DELAY_S = 900
 # Scheduler fires within its minute; a lead beyond two minutes only wastes the SQS delay after it.
@@ -86,10 +87,13 @@ class Settings(BaseModel):
                 f"WAKEUP_SCHEDULE_LEAD_S ({self.schedule_lead_s}) must be less than "
                 f"WAKEUP_SQS_HORIZON_S ({self.sqs_horizon_s})"
             )
-        if self.claim_lease_s <= self.call_timeout_s:
+        if self.claim_lease_s < shortest_lease_s(self.call_timeout_s):
+            spare = shortest_lease_s(self.call_timeout_s) - self.call_timeout_s
             raise ValueError(
-                f"WAKEUP_CLAIM_LEASE_S ({self.claim_lease_s:g}) must be longer than "
-                f"WAKEUP_CALL_TIMEOUT_S ({self.call_timeout_s:g})"
+                f"WAKEUP_CLAIM_LEASE_S ({self.claim_lease_s:g}) must be at least WAKEUP_CALL_TIMEOUT_S "
+                f"({self.call_timeout_s:g}) plus {spare:g} s: a claim's lease outlasts its call, the "
+                "first attempt of the outcome's write, the requests before the call and a margin for "
+                "the clocks"
             )
         return self
 

@@ -38,14 +38,15 @@ _DERIVATION_LABEL = "wakeup signing secret"
 
 @dataclass(frozen=True)
 class WakeId:
-    """What a `webhook-id` names: the instance, its registration and the attempt (0 first)."""
+    """What a `webhook-id` names: the instance and its registration, one message whatever the
+    attempt. Standard Webhooks keep a message's id when it is sent again, so that a host can drop
+    a repeat by its id (https://www.standardwebhooks.com/, "webhook-id")."""
 
     instance_id: str
     reg: str
-    attempt: int
 
     def __str__(self) -> str:
-        return f"wake_{self.instance_id}_{self.reg}_{self.attempt}"
+        return f"wake_{self.instance_id}_{self.reg}"
 
 
 def derive_key(master: str, account_id: str, version: int) -> bytes:

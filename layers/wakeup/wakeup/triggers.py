@@ -179,11 +179,19 @@ class Triggers:
         raise ScheduleContentionError("the schedule kept changing under concurrent requests")
 
     def unschedule(self, instance_id: str) -> bool:
-        """Removes the instance's schedule, if it has one; True when there was one to remove."""
+        """Removes the instance's schedule, if it has one; True when there was one to remove, or
+        may have been.
+
+        botocore retries a request whose reply was lost; a DeleteSchedule that removed the schedule
+        before its reply was lost is then answered ResourceNotFound by its retry. A not-found after
+        a retry (`RetryAttempts` in the reply's metadata: "Retries", Boto3 guide,
+        https://boto3.amazonaws.com/v1/documentation/api/latest/guide/retries.html) may be this
+        very request's removal, so it counts as one: the caller reads the table again.
+        """
         try:
             self.scheduler.delete_schedule(Name=schedule_name(instance_id), GroupName=self.settings.schedule_group)
         except ClientError as exc:
             if aws.error_code(exc) != "ResourceNotFoundException":
                 raise
-            return False
+            return aws.retried(exc)
         return True

@@ -20,10 +20,18 @@ The steps (DESIGN section 4):
    A registration replaced in the last moment before its call may still be called once: a host
    treats a wake after a replacement as harmless (DESIGN section 1).
 
+Within the lease and the invocation's time (`wakeup.deadlines`): the claim is taken only when the
+invocation has time left for it, the call and the outcome's write; the call is made only when the
+lease left and the time left still cover the call and the outcome's write (the AWS requests since
+the claim may have been slow), or the trigger is sent again for when the lease ends; a failed
+outcome write is tried again while the lease lasts; and no step starts that the invocation's time
+cannot hold, so a slow request of one record never takes its batch-mates down with a timeout.
+
 Metrics are counted by the caller from the returned `Delivery` (`publish`), in one thread, because
 Powertools' metric set is not safe to write from the threads that deliver a batch.
 """
 
+import functools
 import math
 import threading
 import time
@@ -39,9 +47,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
 from wakeup import times
+from wakeup.deadlines import AWS_REQUEST, lease_needed_s
 from wakeup.errors import UnavailableError
 from wakeup.host_call import CallOutcome, call_wake
-from wakeup.logic import history, retry
+from wakeup.logic import retry
+from wakeup.logic.outcomes import Outcomes
 from wakeup.logic.wakes import stands, trigger_for
 from wakeup.model import CallRecord, Instance, Trigger
 from wakeup.observability import Metric, logger, metrics
@@ -49,7 +59,7 @@ from wakeup.settings import Settings
 from wakeup.signing import SigningKeys, SigningVersions, WakeId, signed_headers
 from wakeup.table import Store
 from wakeup.times import epoch_ms
-from wakeup.triggers import QUEUE_LEAD_S, ScheduleContentionError, Triggers
+from wakeup.triggers import QUEUE_LEAD_S, Triggers
 
 # A trigger arriving more than this before its time is armed again rather than waited for here;
 # one armed through SQS arrives up to QUEUE_LEAD_S and a second early (delays are whole seconds).
@@ -73,6 +83,8 @@ class Result(StrEnum):
     STALE = "stale"  # the registration or attempt no longer stands: nothing to do
     EARLY = "early"  # armed again for its time
     BUSY = "busy"  # another call holds the claim: looked at again when its lease ends
+    # Not called: too little time or lease left to call and record; looked at again later.
+    DEFERRED = "deferred"
 
 
 @dataclass(frozen=True)
@@ -91,6 +103,11 @@ class Delivery:
 
 class InvalidTriggerError(ValueError):
     """Raised when a message or a schedule's input is not a trigger this service wrote."""
+
+
+class OutOfTimeError(RuntimeError):
+    """Raised when the invocation has no time left even to send a trigger again: the record fails,
+    so its message comes back (or Lambda retries the schedule's event)."""
 
 
 def parse_trigger(payload: Any) -> Trigger:
@@ -125,14 +142,14 @@ class Caller:
     sleep: Callable[[float], None] = time.sleep
     # None: calls go unsigned (no master key configured).
     signing: SigningKeys | None = None
-    # The accounts' signing versions as this caller read them, each once: a caller made for one
-    # batch (caller_handler makes one per invocation) reads an account's once per batch, not once
-    # per call. None: read for every call. A rotation keeps the old version signing for its
-    # overlap, so versions a batch's seconds old still sign right.
+    # The accounts' signing versions as this caller read them, each once per batch (caller_handler
+    # makes a caller per invocation; a rotation's overlap keeps them right). None: read every call.
     versions: dict[str, SigningVersions | None] | None = None
     # Held while an account's versions are read, so that a batch's threads, all signing at once,
     # wait for the first read rather than each making its own.
     versions_lock: AbstractContextManager[Any] = field(default_factory=threading.Lock)
+    # Seconds the invocation has left (Lambda's `context.get_remaining_time_in_millis`); None: no limit.
+    time_left_s: Callable[[], float] | None = None
 
     def deliver(self, trigger: Trigger, source: Source) -> Delivery:
         """Does what `trigger` asks for now; see the module's docstring for the steps."""
@@ -142,13 +159,15 @@ class Caller:
             if early is not None:
                 return early
             now = self.clock()  # the claim's lease runs from the claim, not from before the read
+        call_s = self.settings.call_timeout_s
+        if not self._outcomes.has_time(AWS_REQUEST.worst_s + EARLY_REARM_S + call_s + AWS_REQUEST.worst_s):
+            return self._defer(trigger, delay_s=0, why="no time left to claim, call and record")
         # One write claims the call when it is due within the moment left to wait out, and returns
         # the instance either way. The lease runs from the call's start, hence the moment added.
+        lease_ms = round((self.settings.claim_lease_s + EARLY_REARM_S) * 1000)
+        lease_until_ms = epoch_ms(now) + lease_ms
         claim = self.store.claim_if_due(
-            trigger,
-            now_ms=epoch_ms(now),
-            due_by=now + timedelta(seconds=EARLY_REARM_S),
-            lease_ms=round((self.settings.claim_lease_s + EARLY_REARM_S) * 1000),
+            trigger, now_ms=epoch_ms(now), due_by=now + timedelta(seconds=EARLY_REARM_S), lease_ms=lease_ms
         )
         instance = claim.instance
         if instance is None or not stands(instance, trigger) or instance.due is None:
@@ -161,29 +180,26 @@ class Caller:
         try:
             keys = self._signing_keys(instance, instance.due)
         except (UnavailableError, ClientError, BotoCoreError):
-            # Unsigned calls are never made for a signing account. Recorded as a failed attempt,
-            # which frees the claim (one write, already guarded) and arms the retry with backoff.
+            # Never unsigned: a failed attempt (frees the claim, arms the retry), failed at its time
+            # at the earliest (the keys are read before the wait), or the retry would come early.
             logger.exception("wake not called: its call could not be signed", instance_id=instance.id)
-            # It fails before its time (the keys are read before the wait): its retry's backoff
-            # counts from its time, or the retry would call the host early.
             failed_at = max(self.clock(), instance.due)
-            return self._failed(trigger, instance, CallOutcome(None, NOT_SIGNED), failed_at, None)
+            return self._failed(trigger, instance, CallOutcome(None, NOT_SIGNED), failed_at, None, lease_until_ms)
         # From now, not from before the requests: the read and the claim took their time already.
         self._wait_until(instance.due, self.clock())
+        # The lease outlives the call whatever the requests since the claim took (DESIGN section 3).
+        lease_left_s = (lease_until_ms - epoch_ms(self.clock())) / 1000
+        if lease_left_s < lease_needed_s(call_s):
+            return self._defer(trigger, delay_s=lease_left_s, why="too little of the lease left to call")
+        if not self._outcomes.has_time(call_s + AWS_REQUEST.worst_s):
+            return self._defer(trigger, delay_s=lease_left_s, why="no time left to call")
         origin = Source.SWEEPER if trigger.origin == Source.SWEEPER.value else source
-        return self._call(trigger, instance, instance.due, keys, origin)
+        return self._call(trigger, instance, instance.due, keys, origin, lease_until_ms)
 
     def _early_schedule(self, trigger: Trigger, now: datetime) -> Delivery | None:
-        """A schedule's trigger, looked at by a read: dropped, or armed again through SQS when it
-        fired before the last moment (it fires up to the schedule lead and a minute early); None
-        when it is due now, for the claim to take.
-
-        A read, not the claim's refused write: a conditional write whose condition fails still
-        consumes write units, by the item's size ("DynamoDB read and write operations", developer
-        guide: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/read-write-operations.html),
-        where a consistent read of the item takes one read unit, a fifth of the price; and almost
-        every schedule fires early.
-        """
+        """A schedule's trigger, looked at by a read (cheaper than a refused claim: docs/architecture.md,
+        "Triggers"): dropped, or armed again through SQS when it fired before the last moment; None
+        when it is due now, for the claim to take."""
         instance = self.store.get_instance(trigger.instance_id)
         if instance is None or not stands(instance, trigger) or instance.due is None:
             return self._drop(trigger, Source.SCHEDULE, instance)
@@ -209,6 +225,21 @@ class Caller:
                     # A read that fails keeps nothing: the next call of the batch reads again.
                     self.versions[account_id] = self.store.signing_versions(account_id)
         return self.versions[account_id]
+
+    @functools.cached_property
+    def _outcomes(self) -> Outcomes:  # what is written after a call, within the lease and the time
+        return Outcomes(self.store, self.triggers, self.clock, self.sleep, self.time_left_s)
+
+    def _defer(self, trigger: Trigger, delay_s: float, why: str) -> Delivery:
+        """Sends the trigger again for after `delay_s` (0, or the end of this caller's lease);
+        `OutOfTimeError` when the invocation has not even the time to send it."""
+        if not self._outcomes.has_time(AWS_REQUEST.worst_s):
+            raise OutOfTimeError(why)
+        # A message arrives up to QUEUE_LEAD_S early: it must not come while the lease still holds.
+        delay = math.ceil(delay_s) + QUEUE_LEAD_S if delay_s > 0 else 0
+        self.triggers.send(trigger, delay_s=delay)
+        logger.warning("wake not called now; trigger re-sent", instance_id=trigger.instance_id, reason=why)
+        return Delivery(Result.DEFERRED)
 
     def _wait_until(self, due: datetime, now: datetime) -> None:
         """Sleeps out the last moment before `due` (never more than `EARLY_REARM_S`)."""
@@ -249,10 +280,18 @@ class Caller:
         logger.debug("early trigger re-armed", instance_id=trigger.instance_id, due_in_s=round(ahead_s, 3))
         return Delivery(Result.EARLY)
 
-    def _call(self, trigger: Trigger, instance: Instance, due: datetime, keys: list[bytes], origin: Source) -> Delivery:
+    def _call(
+        self,
+        trigger: Trigger,
+        instance: Instance,
+        due: datetime,
+        keys: list[bytes],
+        origin: Source,
+        lease_until_ms: int,
+    ) -> Delivery:
         host = host_of(instance.url)
         started = self.clock()
-        wake_id = WakeId(instance.id, trigger.reg, trigger.attempt)
+        wake_id = WakeId(instance.id, trigger.reg)
         headers = signed_headers(keys, wake_id, started) if keys else {}
         outcome = self.call(instance.url, instance.id, self.settings.call_timeout_s, headers)
         finished = self.clock()
@@ -277,8 +316,10 @@ class Caller:
         # the item (a host called again after its 2xx costs more). Not one transaction: that
         # would double both writes' units.
         if outcome.error is None:
-            recorded = self.store.record_success(trigger, finished)
-            self._remember(call)
+            recorded = self._outcomes.write(
+                lambda: self.store.record_success(trigger, finished), trigger, lease_until_ms
+            )
+            self._outcomes.remember(call)
             logger.info(
                 "wake called",
                 instance_id=instance.id,
@@ -298,7 +339,7 @@ class Caller:
             attempts=trigger.attempt + 1,
             refused_address=outcome.refused_address,
         )
-        return self._failed(trigger, instance, outcome, finished, lateness_ms, call)
+        return self._failed(trigger, instance, outcome, finished, lateness_ms, lease_until_ms, call)
 
     def _failed(
         self,
@@ -307,6 +348,7 @@ class Caller:
         outcome: CallOutcome,
         finished: datetime,
         lateness_ms: float | None,
+        lease_until_ms: int,
         call: CallRecord | None = None,
     ) -> Delivery:
         """Records a failed attempt (`call` its history item, None when no call was made) and
@@ -316,8 +358,10 @@ class Caller:
         failures = trigger.attempt + 1
         next_due = retry.next_due(finished, failures, instance.at, self.settings.max_wake_age_s)
         if next_due is None:
-            recorded = self.store.record_failure(trigger, outcome.error, None)
-            self._remember(call)
+            recorded = self._outcomes.write(
+                lambda: self.store.record_failure(trigger, outcome.error or "", None), trigger, lease_until_ms
+            )
+            self._outcomes.remember(call)
             if recorded:
                 logger.warning(
                     "wake given up",
@@ -329,30 +373,14 @@ class Caller:
                 )
             return Delivery(Result.GIVEN_UP, lateness_ms=lateness_ms, recorded=recorded, refused=outcome.refused)
 
-        recorded = self.store.record_failure(trigger, outcome.error, next_due)
-        retry_armed = recorded and self._arm_retry(Trigger(instance.id, trigger.reg, failures), next_due)
-        self._remember(call)  # after the retry is armed, which a backoff of a second cannot wait for
+        recorded = self._outcomes.write(
+            lambda: self.store.record_failure(trigger, outcome.error or "", next_due), trigger, lease_until_ms
+        )
+        retry_armed = recorded and self._outcomes.arm_retry(Trigger(instance.id, trigger.reg, failures), next_due)
+        self._outcomes.remember(call)  # after the retry is armed, which a backoff of a second cannot wait for
         return Delivery(
             Result.FAILED, lateness_ms=lateness_ms, recorded=recorded, retry_armed=retry_armed, refused=outcome.refused
         )
-
-    def _remember(self, call: CallRecord | None) -> None:
-        """Keeps the call in the instance's history; a failure to is logged, never the call's."""
-        if call is None or call.seq < 1:  # no call made, or one not numbered by a claim (an older item)
-            return
-        try:
-            history.record(self.store, call)
-        except (ClientError, BotoCoreError):
-            logger.warning("call not kept in the history", instance_id=call.instance_id)
-
-    def _arm_retry(self, retry: Trigger, due: datetime) -> bool:
-        try:
-            self.triggers.arm(retry, due, self.clock())
-        except (ClientError, BotoCoreError, ScheduleContentionError):
-            # The table holds the retry's time: the sweeper arms it once it is overdue.
-            logger.exception("retry could not be armed; the sweeper will", instance_id=retry.instance_id)
-            return False
-        return True
 
 
 def publish(delivery: Delivery) -> None:

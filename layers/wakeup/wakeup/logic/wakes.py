@@ -113,7 +113,8 @@ def forget_trigger(
 
 def _unschedule(store: Store, triggers: Triggers, instance_id: str, now: datetime) -> None:
     """Removes the instance's schedule; one removed may be a newer registration's, armed since
-    this request read or wrote the table, so the table is read again (`converge`).
+    this request read or wrote the table, so the table is read again (`converge`), also when the
+    removal's reply was lost and its retry found nothing (`Triggers.unschedule`).
 
     That re-read concerns a newer registration, not this request's: when it fails, the newer wake
     is left to the sweeper (once overdue), and the request stands."""

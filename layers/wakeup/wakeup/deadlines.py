@@ -1,0 +1,71 @@
+"""Time budgets: how long one AWS request may take whole, retries included, and what a claim's
+lease must still hold when its call starts (DESIGN section 3: the lease outlives everything
+between the claim and the call's end, by rule, not by the function's timeout).
+
+The caller checks these against the time its invocation has left and the lease it holds
+(`wakeup.logic.delivery`); `wakeup.settings` refuses a lease that could never cover them.
+"""
+
+from dataclasses import dataclass
+
+# botocore's standard retry mode waits `rand * min(scale * 2^(n-1), 20)` s after the n-th failed
+# attempt, the scale 1 s for a throttle (its largest) ("Retries", Boto3 guide:
+# https://boto3.amazonaws.com/v1/documentation/api/latest/guide/retries.html; the formula is
+# botocore.retries.standard.ExponentialBackoff's). A reply carrying `x-amz-retry-after` may stretch
+# one wait by up to 5 s more; no service the functions call documents sending it, and a chain
+# stretched so is caught by the caller's next check (the lease's check before a call whatever).
+_THROTTLE_SCALE_S = 1.0
+_MAX_BACKOFF_S = 20.0
+
+
+@dataclass(frozen=True)
+class RequestBudget:
+    """One AWS request's limits, as botocore's `Config` takes them: per attempt a connect and a
+    read timeout ("Config Reference", botocore:
+    https://botocore.amazonaws.com/v1/documentation/api/latest/reference/config.html), and the
+    attempts in all (the first included)."""
+
+    connect_s: float
+    read_s: float
+    attempts: int
+
+    @property
+    def attempt_s(self) -> float:
+        """The longest one attempt takes (each attempt has its own timeouts)."""
+        return self.connect_s + self.read_s
+
+    @property
+    def worst_s(self) -> float:
+        """The longest the whole retry chain takes: every attempt timing out, each wait its longest."""
+        waits = sum(min(_THROTTLE_SCALE_S * 2.0**n, _MAX_BACKOFF_S) for n in range(self.attempts - 1))
+        return self.attempts * self.attempt_s + waits
+
+
+# Every function's requests. DynamoDB answers GetItem and PutItem in single-digit milliseconds on
+# average, and AWS advises cutting a slow request short to send it again ("How do I troubleshoot
+# high latency on an Amazon DynamoDB table?", AWS Knowledge Center:
+# https://repost.aws/knowledge-center/dynamodb-high-latency). Two attempts keep the whole chain
+# inside the caller's room for it (the claim's write, the call and the outcome's write within its
+# 30 s), where three at 2 s + 5 s took longer than a function's timeout. The caller goes on trying
+# an outcome's write itself until its lease ends.
+AWS_REQUEST = RequestBudget(connect_s=1.0, read_s=2.0, attempts=2)
+
+# Two execution environments' clocks may differ: a lease written by one's clock ends on another's.
+# Lambda's environments keep their clocks by NTP ("Defined runtime environment variables", `TZ`:
+# https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars.html); no page states their
+# error, so this margin is an assumption (docs/architecture.md, "Delivering within the lease").
+CLOCK_MARGIN_S = 1.0
+# What the claim's write and the signing keys (cached in a warm caller) take before a call.
+CLAIM_TO_CALL_S = 1.0
+
+
+def lease_needed_s(call_timeout_s: float) -> float:
+    """The lease a call needs left when it starts: the call, the first attempt of its outcome's
+    write (its retries go on until the lease ends), and the clocks' margin."""
+    return call_timeout_s + AWS_REQUEST.attempt_s + CLOCK_MARGIN_S
+
+
+def shortest_lease_s(call_timeout_s: float) -> float:
+    """The shortest lease the settings accept: what a call needs left, and the moment between the
+    claim and the call."""
+    return lease_needed_s(call_timeout_s) + CLAIM_TO_CALL_S
