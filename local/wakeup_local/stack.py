@@ -29,7 +29,7 @@ from wakeup_local.aws import AwsClients, make_clients
 from wakeup_local.functions import Functions, FunctionSpec, function_specs, make_functions
 from wakeup_local.gateway import Gateway, routes_from
 from wakeup_local.lambda_logs import FunctionLog
-from wakeup_local.mappings import MappingWatcher, create_mappings
+from wakeup_local.mappings import MappingWatcher, create_mappings, record_stack
 from wakeup_local.moto_process import MotoProcess
 from wakeup_local.request_counter import scheduler_changes_since
 from wakeup_local.resources import StackResources, create_resources
@@ -274,6 +274,8 @@ class LocalStack:
         self.resources = create_resources(template, resolver, self._clients)
         # Before the functions' variables are resolved: the planner's names the caller's mapping.
         mappings = create_mappings(template, resolver, self._clients)
+        if mappings:
+            record_stack(self.stack_name, self._clients)
         specs = function_specs(template, resolver, settings_env)
         late = late_schedules_warning(
             check_wakeup_settings(specs), exact=_truthy(settings_env.get(EXACT_SCHEDULES_ENV))
