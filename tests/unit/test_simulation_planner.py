@@ -6,7 +6,7 @@ import pytest
 from bench import cost
 from wakeup_sim import report
 from wakeup_sim.deployment import from_template
-from wakeup_sim.planner import EPU_MINIMUM_S, billed_epu_s, planned, pollers_at, raised_for, settings_for
+from wakeup_sim.planner import EPU_MINIMUM_S, billed_epu_s, pollers_at, raised_for, settings_for
 from wakeup_sim.scenarios import SCENARIOS, Scenario, run
 from wakeup_sim.world import World
 
