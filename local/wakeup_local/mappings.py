@@ -126,7 +126,12 @@ STACK_RECORD = '{"Resources": {"Record": {"Type": "AWS::CloudFormation::WaitCond
 def record_stack(stack_name: str, clients: AwsClients) -> None:
     """The stack as CloudFormation knows it on AWS: the planner reads its status and change sets
     (`AWS::StackName`, wakeup.event_source.StackDeploys) and sends nothing while it is deployed."""
-    clients.cloudformation.create_stack(StackName=stack_name, TemplateBody=STACK_RECORD)
+    try:
+        clients.cloudformation.create_stack(StackName=stack_name, TemplateBody=STACK_RECORD)
+    except ClientError as exc:
+        # A record of that name already there (a moto that outlived its stack): it serves as well.
+        if exc.response.get("Error", {}).get("Code") != "AlreadyExistsException":
+            raise
 
 
 def _typed(value: Any) -> Any:
