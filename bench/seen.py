@@ -69,9 +69,10 @@ class Registered:
     each_s: float  # the registrations' wall time, per instance: about a PUT's, on this stack and load
 
     def due_after(self, ahead_s: float) -> float:
-        """A whole second that leaves the PUTs of a wake each (at half the registrations' rate, to
-        spare) `ahead_s` before it: wakes registered `ahead_s` ahead, on whatever machine."""
-        return float(math.ceil(time.time() + 2 * self.each_s * len(self.tokens) + ahead_s))
+        """A whole second that leaves the PUTs of a wake each (at the registrations' rate, a quarter
+        to spare) `ahead_s` before it: wakes registered `ahead_s` ahead, on whatever machine. The
+        row prints how long before it the last PUT was in."""
+        return float(math.ceil(time.time() + 1.25 * self.each_s * len(self.tokens) + ahead_s))
 
 
 def register(api: Api, host: Host, prefix: str, count: int) -> Registered:

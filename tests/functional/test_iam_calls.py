@@ -13,6 +13,7 @@ developer guide).
 """
 
 import json
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -226,7 +227,7 @@ def test_the_planner_makes_only_requests_its_role_allows(env: Deployed, requests
         env.new_wake(env.new_instance("https://host.example"), at)
     # and its stack (moto's CloudFormation), which it reads for a deploy under way
     cloudformation = boto3.client("cloudformation", endpoint_url=endpoint, region_name=REGION)
-    stack = "wakeup-iam"
+    stack = f"wakeup-iam-{uuid.uuid4().hex[:8]}"
     cloudformation.create_stack(StackName=stack, TemplateBody='{"Resources": {"Q": {"Type": "AWS::SQS::Queue"}}}')
     with sqs_mapping(endpoint) as (lambda_client, mapping_uuid):
         variables = {
@@ -241,7 +242,8 @@ def test_the_planner_makes_only_requests_its_role_allows(env: Deployed, requests
         planner.get_deploys = lambda: StackDeploys(stack, cloudformation)
         requests.during = "PlannerFunction"
         try:
-            assert planner.lambda_handler(load_event("sweeper_tick.json"), LambdaContext())["sent"]
+            result = planner.lambda_handler(load_event("sweeper_tick.json"), LambdaContext())
+            assert result["sent"], result["held"]
         finally:
             requests.during = None
     assert {

@@ -123,7 +123,8 @@ class StackDeploys:
                 return True
             raise
         return any(
-            summary.get("ExecutionStatus") in DEPLOYING_CHANGE_SETS
+            summary.get("StackName", self.stack_name) == self.stack_name  # this stack's only, whoever lists
+            and summary.get("ExecutionStatus") in DEPLOYING_CHANGE_SETS
             and summary.get("Status") != "FAILED"  # one CloudFormation could not make (no changes)
             and now - summary.get("CreationTime", now) < CHANGE_SET_PENDING
             for summary in summaries

@@ -29,8 +29,10 @@ What AWS says, and what it does not (each page named where its figure is used):
   memory the template gives it (CallerMemorySize). A function's configuration change gives every
   execution environment a cold start and is refused while another applies ("Lambda function
   states": https://docs.aws.amazon.com/lambda/latest/dg/functions-states.html), and CloudFormation
-  would not revert it (drift); an on-demand function's init is not slowed by a small memory
-  (/work/shared/TOOLING.md, "Cold starts by memory"; docs/operations.md, "The planner").
+  would not revert it (drift). An on-demand function's init runs unthrottled at any memory, which
+  AWS does not document but others measured (cebert/aws-lambda-performance-benchmarks; AWS
+  Serverless Land, "Effectively running Java on Serverless"): docs/operations.md, "If the caller's
+  init were throttled".
 - No change is sent that could land during its burst or after it: a raise goes out only while
   `update_delay_s` still ends before the burst's second (`lands_before`), and a lowering only
   once no burst is in the window. A burst seen too late meets Lambda's default scaling, as an
@@ -40,8 +42,9 @@ What AWS says, and what it does not (each page named where its figure is used):
 - After an "off" (`wakeup.event_source`: no documented off value), the mapping is read back once
   it is `Enabled`: pollers that remain are published (`PollersLeftAfterOff`, which
   PlannerPollersLeftAlarm watches) and the "off" is not sent again by this environment.
-- The planner never makes a deploy fail: it sends nothing while its stack has a deploy under way
-  or a change set awaiting execution (`wakeup.event_source.StackDeploys`).
+- The planner keeps out of its stack's deploys: it sends nothing while the stack has a deploy under
+  way or a change set awaiting execution (`wakeup.event_source.StackDeploys`; docs/operations.md,
+  "The planner and deploys", for an update of its still applying when a deploy starts).
 """
 
 import math
