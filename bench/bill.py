@@ -33,7 +33,7 @@ from wakeup_sim import report
 from wakeup_sim.deployment import TEMPLATE, Deployment, from_template
 from wakeup_sim.logs import counted_logs
 from wakeup_sim.planner import settings_for
-from wakeup_sim.scenarios import SCENARIOS, T0, Scenario, run
+from wakeup_sim.scenarios import T0, Scenario, run
 from wakeup_sim.world import World
 
 STEADY_RATE = 100  # wakes a second
@@ -122,13 +122,6 @@ def per_million(
     return priced(scenario, deployment, traced, traceable)
 
 
-def quiet_per_million(deployment: Deployment, path: str, traced: Set[str], traceable: Set[str] = frozenset()) -> Wakes:
-    """A million wakes of `path` on a quiet stack: `make simulate`'s wake every 10 minutes, each
-    meeting a cold caller at the memory the planner gives a quiet stack (wakeup.logic.planner)."""
-    [scenario] = [s for s in SCENARIOS if s.name.startswith("a wake every 10 minutes") and s.planner]
-    return priced(replace(scenario, path=path), deployment, traced, traceable)
-
-
 def priced(scenario: Scenario, deployment: Deployment, traced: Set[str], traceable: Set[str]) -> Wakes:
     """`scenario`'s wakes priced line by line, less what its twin with no wake uses meanwhile."""
     rate = scenario.rate_per_s
@@ -186,51 +179,58 @@ def wakes_table(near: Wakes, far: Wakes) -> str:
     return table(["per wake → USD per million wakes", "near", "far"], rows)
 
 
-def volumes_table(idle: float, busy: tuple[Wakes, Wakes], quiet: tuple[Wakes, Wakes], quiet_below: float) -> str:
-    """The month at each of `WAKES_A_DAY`: a wake at the steady rate's price, or below `quiet_below` a
-    day (the planner's quiet stack, its caller at its burst memory) at the quiet stack's."""
+def volumes_table(idle: float, busy: tuple[Wakes, Wakes]) -> str:
+    """The month at each of `WAKES_A_DAY`: the month at rest and each wake at the steady rate's price."""
     days = cost.MONTH_HOURS / 24
-    rows = []
-    for per_day in WAKES_A_DAY:
-        near, far = quiet if per_day < quiet_below else busy
-        rows.append(
-            [
-                f"{per_day:,}",
-                dollars(idle + per_day * days * near.usd / 1e6),
-                dollars(idle + per_day * days * far.usd / 1e6),
-            ]
-        )
+    near, far = busy
+    rows = [
+        [
+            f"{per_day:,}",
+            dollars(idle + per_day * days * near.usd / 1e6),
+            dollars(idle + per_day * days * far.usd / 1e6),
+        ]
+        for per_day in WAKES_A_DAY
+    ]
     return table(["wakes a day", "a month, all near", "a month, all far"], rows)
 
 
-def quiet_below(resolver: Resolver, deployment: Deployment) -> float:
-    """Wakes a day under which the planner keeps the caller at its burst memory (a quiet stack:
-    fewer than `planner.QUIET_WAKES` in its window); 0 with the planner off or not setting memory."""
-    settings = planner_settings(resolver, deployment)
-    if not resolver.condition("PlannerOn") or not settings.burst_memory_mb:
-        return 0.0
-    start, end = planner.window(0, settings)
-    return planner.QUIET_WAKES / (end - start) * 86400
+def raised_span_s(settings: planner.PlannerSettings) -> int:
+    """The longest a burst's raised pollers are billed, from the raise sent to the "off" applied
+    (wakeup.logic.planner): the raise goes out at most its lead before the burst's second (the
+    first run that sees it within `lead_s`); capacity is kept `after_s` past the second; the first
+    run after that, at most a period later, sends the "off", which applies `update_delay_s` later.
+    AWS does not say when within an update's delay billing starts or stops: each is counted whole."""
+    return settings.lead_s + settings.after_s + settings.period_s + settings.update_delay_s
 
 
 def burst_note(pollers: int, resolver: Resolver, deployment: Deployment) -> str:
+    maximum = deployment.maximum_pollers or 0
+    above = max(0, maximum - pollers)
+    # "Provisioned Mode for Event Source Mapping (ESM) Pricing" (wakeup_cost.cost.PRICE_EPU_HOUR's page):
+    # billed on the minimum pollers and on those autoscaling adds above it, up to MaximumPollers.
+    autoscaled = (
+        f" Autoscaling may add up to {above} pollers above CallerMinimumPollers (to CallerMaximumPollers) while "
+        f"a backlog lasts, at most {dollars(above * cost.PRICE_EPU_HOUR)} an hour of it ({cost.PRICE_EPU_HOUR.page})."
+        if pollers and above
+        else ""
+    )
     if resolver.condition("PlannerOn"):
         settings = planner_settings(resolver, deployment)
         raised = planner.pollers_for(planner.invocations_for(10_000, settings), settings)
-        # Raised by the run a lead before the burst, lowered by the first run after it, each update
-        # assumed to take its delay to apply (wakeup.logic.planner): counted from the first update
-        # sent to the second applied.
-        minutes = (settings.lead_s + settings.period_s + settings.update_delay_s) / 60
-        each = raised * minutes / 60 * cost.PRICE_EPU_HOUR
+        span_s = raised_span_s(settings)
+        each = raised * span_s / 3600 * cost.PRICE_EPU_HOUR
         return (
-            f"A burst the schedule shows: the planner (PlannerEnabled) raises provisioned pollers for it, with "
-            f"the caller's memory (CallerBurstMemorySize: {resolver.ref('CallerBurstMemorySize')} MB, "
-            f"{resolver.ref('CallerMemorySize')} at rest), and lowers both after it. 10,000 wakes at one second "
-            f"get {raised} pollers for "
-            f"at most {minutes:g} minutes: {dollars(each)} a burst (EPU-hours by the second, a minute at least; "
-            f"{cost.PRICE_EPU_HOUR.page}), on top of its wakes, priced per million above (a wake in those "
-            f"minutes pays the caller's larger memory)."
+            f"A burst the schedule shows: the planner (PlannerEnabled) raises provisioned pollers for it and "
+            f"lowers them after it; the caller's memory stays CallerMemorySize "
+            f"({resolver.ref('CallerMemorySize')} MB). 10,000 wakes at one second get {raised} pollers, billed "
+            f"for at most {span_s / 60:g} minutes (the planner's lead {settings.lead_s} s: its period, "
+            f"PlannerUpdateDelaySeconds and PlannerMarginSeconds; {settings.after_s} s kept after the burst; a "
+            f"period for the run that lowers them; PlannerUpdateDelaySeconds for that to apply): "
+            f"{dollars(each)} a burst (EPU-hours by the second, a minute at least; {cost.PRICE_EPU_HOUR.page}), "
+            f"on top of its wakes, priced per million above. No poller is added above them: the planner sets "
+            f"MaximumPollers to the MinimumPollers it raises, so autoscaling adds none."
             + (f" CallerMinimumPollers keeps {pollers} at all times, in the month above." if pollers else "")
+            + autoscaled
         )
     if not pollers:
         return (
@@ -244,7 +244,7 @@ def burst_note(pollers: int, resolver: Resolver, deployment: Deployment) -> str:
         f"A burst: nothing is raised for it, so each pays only its wakes (priced per million above): "
         f"template.yaml keeps {pollers} provisioned pollers (CallerMinimumPollers) ready all month, "
         f"{dollars(month)} of the month at rest. Raised for {BURST_MINUTES} minutes around each burst instead "
-        f"(PlannerEnabled=true), the same {pollers} pollers would cost {dollars(raised_cost)} a burst."
+        f"(PlannerEnabled=true), the same {pollers} pollers would cost {dollars(raised_cost)} a burst." + autoscaled
     )
 
 
@@ -279,8 +279,6 @@ def bill(parameters: Mapping[str, str], steady_s: float = STEADY_S) -> str:
 
     traced, traceable = traced_by(resolver), traced_by(active)
     near, far = (per_million(deployment, path, traced, steady_s, traceable) for path in ("near", "far"))
-    quiet_near, quiet_far = (quiet_per_million(deployment, path, traced, traceable) for path in ("near", "far"))
-    quiet, below = (quiet_near, quiet_far), quiet_below(resolver, deployment)
     xray = (
         f"X-Ray (Tracing={resolver.ref('Tracing')}): with Tracing=Active the stack at rest costs "
         f"${idle_if_active:.2f} a month, and a million wakes "
@@ -295,9 +293,8 @@ def bill(parameters: Mapping[str, str], steady_s: float = STEADY_S) -> str:
             "## A month with no wake\n\n" + idle_table(month),
             f"## A million wakes, at a steady {STEADY_RATE} a second (the simulator, {steady_s:g} s of wakes; "
             "what the stack pays at rest meanwhile left out: it is in the month above)\n\n" + wakes_table(near, far),
-            "## A month with wakes (the month at rest, and each wake at the steady rate's price; below "
-            f"{below:,.0f} wakes a day at a quiet stack's, a wake every 10 minutes)\n\n"
-            + volumes_table(idle, (near, far), quiet, below),
+            "## A month with wakes (the month at rest, and each wake at the steady rate's price)\n\n"
+            + volumes_table(idle, (near, far)),
             burst_note(pollers, resolver, deployment),
             xray,
             f"idle stack per month: ${idle:.2f}\ntotal per million wakes: near ${near.usd:.2f}, far ${far.usd:.2f}",

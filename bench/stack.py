@@ -227,6 +227,7 @@ class BenchStack:
         # Once stopped: the stack's memory (at rest, peak) and every invocation's REPORT, by function.
         self.memory: dict[str, float] = {}
         self.reports: list[tuple[str, Report]] = []
+        self.functions_log = ""  # once stopped: what the functions printed
 
     def _read(self) -> None:
         assert self._process.stdout is not None
@@ -280,6 +281,7 @@ class BenchStack:
             self._process.stdout.close()
         self._stderr.close()
         self.reports = read_reports(Path(self._output.name))
+        self.functions_log = Path(self._output.name).read_text(errors="replace")
         Path(self._output.name).unlink(missing_ok=True)
         if self._process.returncode == 0:
             Path(self._stderr.name).unlink(missing_ok=True)

@@ -8,9 +8,9 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from wakeup.event_source import CallerFunction, CallerMapping
+from wakeup.event_source import CallerMapping, StackDeploys
 from wakeup.factories import get_pending_index
-from wakeup.logic.planner import PlannerSettings, publish, publish_idle, run
+from wakeup.logic.planner import PlannerSettings, Watch, publish, publish_idle, run
 from wakeup.observability import logger, metrics, tracer
 from wakeup.settings import get_settings
 from wakeup.times import now
@@ -27,8 +27,15 @@ def get_mapping() -> CallerMapping:
 
 
 @functools.cache
-def get_caller() -> CallerFunction:
-    return CallerFunction(get_settings().caller_arn)
+def get_deploys() -> StackDeploys | None:
+    stack_name = get_planner_settings().stack_name
+    return StackDeploys(stack_name) if stack_name else None
+
+
+@functools.cache
+def get_watch() -> Watch:
+    """This environment's memory of its last update, kept between runs (wakeup.logic.planner.Watch)."""
+    return Watch()
 
 
 # Read at import, Lambda's init: invalid settings fail the init with the reason, never a run.
@@ -46,8 +53,6 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         logger.info("no event source mapping configured, nothing to plan")
         publish_idle()
         return {"planned": False}
-    # The caller's memory is the planner's only when the template gives both its sizes.
-    caller = get_caller() if settings.rest_memory_mb and settings.burst_memory_mb else None
-    result = run(get_pending_index(), get_mapping(), settings, int(now().timestamp()), caller)
+    result = run(get_pending_index(), get_mapping(), settings, int(now().timestamp()), get_watch(), get_deploys())
     publish(result)
     return {"planned": True, **asdict(result)}

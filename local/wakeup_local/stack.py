@@ -28,7 +28,7 @@ from wakeup_local.aws.clients import AwsClients, make_clients
 from wakeup_local.aws.moto_process import MotoProcess
 from wakeup_local.aws.request_counter import scheduler_changes_since
 from wakeup_local.aws.resources import StackResources, create_resources
-from wakeup_local.event_sources.mappings import MappingWatcher, create_mappings
+from wakeup_local.event_sources.mappings import MappingWatcher, create_mappings, record_stack
 from wakeup_local.event_sources.scheduler import RecurringRunner, ScheduleWatcher, recurring_schedules
 from wakeup_local.event_sources.sqs_poller import SqsPoller, event_sources
 from wakeup_local.event_sources.sqs_scaling import Counters
@@ -274,6 +274,8 @@ class LocalStack:
         self.resources = create_resources(template, resolver, self._clients)
         # Before the functions' variables are resolved: the planner's names the caller's mapping.
         mappings = create_mappings(template, resolver, self._clients)
+        if mappings:
+            record_stack(self.stack_name, self._clients)
         specs = function_specs(template, resolver, settings_env)
         late = late_schedules_warning(
             check_wakeup_settings(specs), exact=_truthy(settings_env.get(EXACT_SCHEDULES_ENV))

@@ -87,8 +87,6 @@ def settings_for(deployment: Deployment, **changes: int) -> PlannerSettings:
         batching_window_s=int(deployment.batching_window_s),
         max_pollers=deployment.maximum_pollers or PlannerSettings().max_pollers,
         floor_pollers=deployment.minimum_pollers or 0,
-        rest_memory_mb=deployment.caller_memory_mb if deployment.caller_burst_memory_mb else 0,
-        burst_memory_mb=deployment.caller_burst_memory_mb or 0,
     ).model_copy(update=changes)
 
 
@@ -149,7 +147,8 @@ def raised_for(
         clock <= burst_at or clock <= last_due + settings.after_s or mapping.applying or mapping.pollers != floor
     ):
         index.now = mapping.now = caller.now = clock
-        run(index, mapping, settings, int(clock), caller)
+        # The planner no longer changes the caller's memory (issue 36): `caller` keeps `memory_mb`.
+        run(index, mapping, settings, int(clock))
         clock += PERIOD_S
     # The pollers at the burst's second: the last update applied by then (as `_Mapping.settle`).
     pollers = None
@@ -168,7 +167,7 @@ def pollers_at(
 ) -> int | None:
     """The provisioned pollers in effect at `burst_at` after the planner's runs every minute from
     `start` (a whole minute) over the wakes `registered` (when, and due when)."""
-    return raised_for(burst_at, registered, settings, start, settings.rest_memory_mb).pollers
+    return raised_for(burst_at, registered, settings, start, 0).pollers
 
 
 def planned(deployment: Deployment, registered: list[tuple[float, float]], start: float) -> tuple[Deployment, float]:

@@ -13,16 +13,18 @@ developer guide).
 """
 
 import json
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import boto3
 import pytest
 from botocore.client import BaseClient
 from caller_mapping import sqs_mapping
-from moto_env import Deployed, Host, LambdaContext, environment, private_handler
+from moto_env import REGION, Deployed, Host, LambdaContext, environment, private_handler
 from sample_events import (
     GET_INSTANCE,
     LIST_INSTANCES,
@@ -35,7 +37,7 @@ from sample_events import (
 )
 
 from support.host import closed_port_url
-from wakeup.event_source import CallerMapping
+from wakeup.event_source import CallerMapping, StackDeploys
 from wakeup.logic.accounts import mint_account
 from wakeup.table.pending import PendingIndex
 from wakeup.times import format_time, now
@@ -223,19 +225,32 @@ def test_the_planner_makes_only_requests_its_role_allows(env: Deployed, requests
     at = (now() + timedelta(minutes=3)).replace(microsecond=0)
     for _ in range(12):
         env.new_wake(env.new_instance("https://host.example"), at)
+    # and its stack (moto's CloudFormation), which it reads for a deploy under way
+    cloudformation = boto3.client("cloudformation", endpoint_url=endpoint, region_name=REGION)
+    stack = f"wakeup-iam-{uuid.uuid4().hex[:8]}"
+    cloudformation.create_stack(StackName=stack, TemplateBody='{"Resources": {"Q": {"Type": "AWS::SQS::Queue"}}}')
     with sqs_mapping(endpoint) as (lambda_client, mapping_uuid):
-        with environment({"WAKEUP_CALLER_MAPPING_UUID": mapping_uuid, "WAKEUP_CALLER_BATCH_SIZE": "1"}):
+        variables = {
+            "WAKEUP_CALLER_MAPPING_UUID": mapping_uuid,
+            "WAKEUP_CALLER_BATCH_SIZE": "1",
+            "WAKEUP_PLANNER_UPDATE_DELAY_S": "60",
+        }
+        with environment(variables):
             planner = private_handler("planner", env)
         planner.get_pending_index = lambda: PendingIndex(env.settings.table, env.clients.dynamodb)
         planner.get_mapping = lambda: CallerMapping(mapping_uuid, lambda_client)
+        planner.get_deploys = lambda: StackDeploys(stack, cloudformation)
         requests.during = "PlannerFunction"
         try:
-            assert planner.lambda_handler(load_event("sweeper_tick.json"), LambdaContext())["sent"]
+            result = planner.lambda_handler(load_event("sweeper_tick.json"), LambdaContext())
+            assert result["sent"], result["held"]
         finally:
             requests.during = None
     assert {
         ("dynamodb:Query", "table/index/PendingWakes"),
         ("lambda:GetEventSourceMapping", ""),
         ("lambda:UpdateEventSourceMapping", ""),
+        ("cloudformation:DescribeStacks", ""),
+        ("cloudformation:ListChangeSets", ""),
     } <= requests.made["PlannerFunction"]  # what the work above is here to cover
     assert requests.made["PlannerFunction"] <= granted("PlannerFunction")

@@ -33,6 +33,7 @@ from wakeup_local.stack import LocalStack
 
 CALLER_MAPPING = "CallerFunction.CallerQueueMessages"
 MAPPING_UPDATE_S = 1
+PLANNER_UPDATE_DELAY_S = 4
 STACK_ENV = {
     "WAKEUP_CALL_TIMEOUT_S": "2",
     "WAKEUP_CLAIM_LEASE_S": "7",
@@ -45,6 +46,10 @@ STACK_ENV = {
     "WAKEUP_PLANNER_TOLERANCE_S": "0",
     # Capacity is dropped as soon as a burst's second has passed (a minute after it by default).
     "WAKEUP_PLANNER_AFTER_S": "0",
+    # The planner sends no change that could land during its burst (wakeup.logic.planner): here an
+    # update applies in MAPPING_UPDATE_S and the poller follows within the watcher's 2 s, so a burst
+    # a few seconds off is raised for.
+    "WAKEUP_PLANNER_UPDATE_DELAY_S": str(PLANNER_UPDATE_DELAY_S),
 }
 BURST = 12
 # What the planner asks for a burst of BURST: its `headroom` of 4, ten invocations a poller (the
@@ -130,7 +135,11 @@ def test_the_callers_mapping_is_the_templates_and_the_planner_names_it_every_min
     # the planner: its template variables, the mapping's UUID among them, and its minute
     planner = stack.functions.by_logical_id("PlannerFunction")
     assert planner.spec.environment["WAKEUP_CALLER_MAPPING_UUID"] == found["UUID"]
-    assert planner.spec.environment["WAKEUP_PLANNER_UPDATE_DELAY_S"] == "300"
+    assert planner.spec.environment["WAKEUP_PLANNER_UPDATE_DELAY_S"] == str(PLANNER_UPDATE_DELAY_S)
+    # and its stack, which it reads for a deploy under way, is in the stack's moto as on AWS
+    assert planner.spec.environment["WAKEUP_STACK_NAME"] == stack.stack_name
+    [described] = stack.clients.cloudformation.describe_stacks(StackName=stack.stack_name)["Stacks"]
+    assert described["StackStatus"] == "CREATE_COMPLETE"
     template = load_template(ROOT / "template.yaml")
     schedules = recurring_schedules(template, Resolver(template, stack.stack_name), stack.functions)
     assert [schedule.period_s for schedule in schedules if schedule.function is planner] == [60]

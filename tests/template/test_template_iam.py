@@ -25,6 +25,9 @@ from cfn_template import resources_of_type
 SCHEDULES_OF_THE_GROUP = {
     "Fn::Sub": "arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/*"
 }
+OWN_STACK = {
+    "Fn::Sub": "arn:${AWS::Partition}:cloudformation:${AWS::Region}:${AWS::AccountId}:stack/${AWS::StackName}/*"
+}
 CALLER_ARN = {
     "Fn::Sub": "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-caller"
 }
@@ -115,19 +118,19 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str]]] = {
         ("sqs:SendMessage", repr(CALLER_QUEUE)),
     },
     # The coming wakes counted from the sparse index (keys only, no item read), and the caller's
-    # SQS mapping read and changed: that mapping alone, no other mapping; and the caller's memory
-    # (its configuration read and updated): the caller alone, no other function.
+    # SQS mapping read and changed: that mapping alone, no other mapping; and its own stack's
+    # status and change sets read (a deploy under way), no other stack. No function's configuration.
     "PlannerFunction": {
         ("dynamodb:Query", repr(table_arn("/index/PendingWakes"))),
         ("lambda:GetEventSourceMapping", repr(CALLER_MAPPING)),
         ("lambda:UpdateEventSourceMapping", repr(CALLER_MAPPING)),
-        ("lambda:GetFunctionConfiguration", repr(CALLER_ARN)),
-        ("lambda:UpdateFunctionConfiguration", repr(CALLER_ARN)),
+        ("cloudformation:DescribeStacks", repr(OWN_STACK)),
+        ("cloudformation:ListChangeSets", repr(OWN_STACK)),
     },
 }
 
 # The resources that may end in a wildcard, and why (see the module docstring).
-WILDCARD_RESOURCES_ALLOWED = {repr(SCHEDULES_OF_THE_GROUP)}
+WILDCARD_RESOURCES_ALLOWED = {repr(SCHEDULES_OF_THE_GROUP), repr(OWN_STACK)}
 XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords", "xray:GetSamplingRules", "xray:GetSamplingTargets"}
 
 # The managed policies SAM attaches to the roles it makes for the functions.

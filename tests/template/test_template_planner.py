@@ -54,8 +54,8 @@ def test_the_planner_runs_every_minute(template: dict[str, Any]) -> None:
 
 def test_the_planner_can_touch_no_wake_and_no_trigger(transformed: dict[str, Any]) -> None:
     # Its failure can lose no wake and hold none back: it may read the index and change the
-    # caller's mapping and the caller's memory, and write nothing else (tests/template/test_template_iam.py
-    # has its grants).
+    # caller's mapping and read its stack's deploys, and write nothing else, nor change the caller's
+    # configuration (tests/template/test_template_iam.py has its grants).
     from test_template_iam import grants_of
 
     actions = {action for action, _ in grants_of(transformed, "PlannerFunction")}
@@ -63,8 +63,8 @@ def test_the_planner_can_touch_no_wake_and_no_trigger(transformed: dict[str, Any
         "dynamodb:Query",
         "lambda:GetEventSourceMapping",
         "lambda:UpdateEventSourceMapping",
-        "lambda:GetFunctionConfiguration",
-        "lambda:UpdateFunctionConfiguration",
+        "cloudformation:DescribeStacks",
+        "cloudformation:ListChangeSets",
     }
 
 
@@ -75,6 +75,8 @@ def test_the_planner_can_touch_no_wake_and_no_trigger(transformed: dict[str, Any
         # no data at all is a planner not running, a breach.
         ("PlannerHeartbeatAlarm", "Wakeup", "PlannedPollers", "breaching"),
         ("PlannerFunctionErrorsAlarm", "AWS/Lambda", "Errors", "notBreaching"),
+        # Published only while an "off" has left pollers in place (wakeup.logic.planner): none is fine.
+        ("PlannerPollersLeftAlarm", "Wakeup", "PollersLeftAfterOff", "notBreaching"),
     ],
 )
 def test_a_planner_that_stops_or_fails_is_an_alarm(

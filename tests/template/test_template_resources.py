@@ -42,8 +42,7 @@ PLANNER_VARIABLES = {
     "WAKEUP_CALLER_MAXIMUM_POLLERS": {"Ref": "CallerMaximumPollers"},
     "WAKEUP_PLANNER_UPDATE_DELAY_S": {"Ref": "PlannerUpdateDelaySeconds"},
     "WAKEUP_PLANNER_MARGIN_S": {"Ref": "PlannerMarginSeconds"},
-    "WAKEUP_CALLER_MEMORY_MB": {"Ref": "CallerMemorySize"},
-    "WAKEUP_CALLER_BURST_MEMORY_MB": {"Ref": "CallerBurstMemorySize"},
+    "WAKEUP_STACK_NAME": {"Ref": "AWS::StackName"},
 }
 
 # Properties that give a resource a physical name: a fixed one would keep two stacks of this
@@ -307,8 +306,8 @@ def test_the_templates_defaults_are_sized_for_a_burst_of_ten_thousand(template: 
     # allows up to 100 (wakeup.logic.planner).
     assert (defaults["CallerMinimumPollers"], defaults["CallerMaximumPollers"]) == (0, 100)
     assert defaults["PlannerEnabled"] == "true"
-    # The caller waits out its wakes' second at 128 MB; the planner gives it 1,024 for a burst.
-    assert (defaults["CallerMemorySize"], defaults["CallerBurstMemorySize"]) == (128, 1024)
+    # The caller's one memory: nothing changes it (the planner changes only its event source).
+    assert defaults["CallerMemorySize"] == 128 and "CallerBurstMemorySize" not in defaults
     assert defaults["WakeMemorySize"] == 384  # a far wake under $8.50 a million, registrations still accepted
     assert (defaults["TableWarmWriteUnitsPerSecond"], defaults["TableWarmReadUnitsPerSecond"]) == (40000, 12000)
     # The account's API Gateway quota ("Amazon API Gateway quotas"): 10,000 a second, a burst of 5,000.

@@ -103,23 +103,29 @@ def test_a_rate_is_a_rate_the_steady_window_does_not_change_a_wakes_price() -> N
     assert short == pytest.approx(longer, rel=0.02)
 
 
-def test_a_quiet_stacks_month_prices_its_wakes_at_the_memory_the_planner_gives_it() -> None:
-    # given the defaults: the caller at 128 MB, the planner giving it 1,024 while the stack is quiet
-    template = load_template(TEMPLATE)
-    resolver = Resolver(template, stack_name="cost")
-    deployment = from_template()
-    busy = bill.per_million(deployment, "near", set(), 10)
-    quiet = bill.quiet_per_million(deployment, "near", set())
-    below = bill.quiet_below(resolver, deployment)
+def test_a_bursts_pollers_are_priced_for_their_whole_span() -> None:
+    # given the defaults: a run a minute, an update assumed to take 300 s, a 120 s margin, capacity
+    # kept 60 s past the burst
+    settings = bill.planner_settings(Resolver(load_template(TEMPLATE), stack_name="cost"), from_template())
 
-    # then a wake of a quiet stack (a cold caller at 1,024 MB) costs more than a busy one's, and a
-    # month at 1,000 wakes a day (quiet) is priced with it, one at 1,000,000 (busy) with the steady price
-    assert quiet.usd > busy.usd
-    assert 1_000 < below < 1_000_000
-    rows = bill.volumes_table(0.0, (busy, busy), (quiet, quiet), below)
-    days = cost.MONTH_HOURS / 24
-    assert bill.dollars(1_000 * days * quiet.usd / 1e6) in rows.splitlines()[2]
-    assert bill.dollars(1_000_000 * days * busy.usd / 1e6) in rows.splitlines()[3]
+    # then the raise is sent up to its lead (480 s) before the burst's second, and the "off", sent by
+    # the first run past the 60 s kept (a period later at most), applies 300 s after: 15 minutes,
+    # the span the simulator's planner bills (tests/unit/test_simulation_planner.py)
+    assert bill.raised_span_s(settings) == 480 + 60 + 60 + 300
+
+
+def test_the_burst_note_prices_the_span_and_no_poller_above_the_raise(printed: str) -> None:
+    assert "billed for at most 15 minutes" in printed
+    assert f"${100 * 15 / 60 * cost.PRICE_EPU_HOUR:.2f} a burst" in printed
+    assert "autoscaling adds none" in printed
+
+
+def test_a_floor_prices_what_autoscaling_may_add_above_it() -> None:
+    overrides = {"CallerMinimumPollers": "10", "CallerMaximumPollers": "100"}
+    resolver = Resolver(load_template(TEMPLATE), stack_name="cost", parameter_overrides=overrides)
+    note = bill.burst_note(10, resolver, from_template(TEMPLATE, overrides))
+    assert "up to 90 pollers above CallerMinimumPollers" in note
+    assert bill.dollars(90 * cost.PRICE_EPU_HOUR) + " an hour" in note
 
 
 def test_memory_moves_the_price_of_a_wake() -> None:
@@ -179,7 +185,7 @@ def test_with_the_planner_off_nothing_of_it_is_paid() -> None:
     off = month({"PlannerEnabled": "false"})
     assert not [item for item in off if item.startswith("PlannerFunction")]
     assert off["custom metrics published at rest"].quantity == 1
-    assert off["alarms"].quantity == month()["alarms"].quantity - 2
+    assert off["alarms"].quantity == month()["alarms"].quantity - 3  # its heartbeat, errors and pollers-left alarms
 
 
 def test_the_idle_month_with_the_defaults_is_at_most_eight_dollars() -> None:

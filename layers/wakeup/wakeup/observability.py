@@ -52,3 +52,5 @@ class Metric(StrEnum):
     OVERDUE_WAKES_REARMED = "OverdueWakesRearmed"
     WAKES_GIVEN_UP = "WakesGivenUp"
     PLANNED_POLLERS = "PlannedPollers"  # the planner's, every run (0: provisioned mode off)
+    PLANNER_UPDATE_DELAY = "PlannerUpdateDelay"  # an event source update, sent to Enabled again
+    POLLERS_LEFT_AFTER_OFF = "PollersLeftAfterOff"  # provisioned pollers an "off" left in place

@@ -47,6 +47,8 @@ class AwsClients:
     # the project installs no stubs for them).
     awslambda: Any
     iam: Any
+    # The stack's own record, which the planner reads for a deploy under way (mappings.py).
+    cloudformation: Any
 
     def close(self) -> None:
         """Closes the clients' connections."""
@@ -56,6 +58,7 @@ class AwsClients:
         self.secretsmanager.close()
         self.awslambda.close()
         self.iam.close()
+        self.cloudformation.close()
 
 
 def make_clients(endpoint_url: str, region: str) -> AwsClients:
@@ -76,4 +79,5 @@ def make_clients(endpoint_url: str, region: str) -> AwsClients:
         secretsmanager=session.client("secretsmanager", endpoint_url=endpoint_url, config=_CONFIG),
         awslambda=session.client("lambda", endpoint_url=endpoint_url, config=_CONFIG),
         iam=session.client("iam", endpoint_url=endpoint_url, config=_CONFIG),
+        cloudformation=session.client("cloudformation", endpoint_url=endpoint_url, config=_CONFIG),
     )

@@ -119,6 +119,22 @@ def create_mappings(template: Template, resolver: Resolver, clients: AwsClients)
     return mappings
 
 
+# The stack's record in moto's CloudFormation: one resource that makes nothing ("AWS::CloudFormation::
+# WaitConditionHandle": no properties, no cost), since a stack needs one.
+STACK_RECORD = '{"Resources": {"Record": {"Type": "AWS::CloudFormation::WaitConditionHandle"}}}'
+
+
+def record_stack(stack_name: str, clients: AwsClients) -> None:
+    """The stack as CloudFormation knows it on AWS: the planner reads its status and change sets
+    (`AWS::StackName`, wakeup.event_source.StackDeploys) and sends nothing while it is deployed."""
+    try:
+        clients.cloudformation.create_stack(StackName=stack_name, TemplateBody=STACK_RECORD)
+    except ClientError as exc:
+        # A record of that name already there (a moto that outlived its stack): it serves as well.
+        if exc.response.get("Error", {}).get("Code") != "AlreadyExistsException":
+            raise
+
+
 def _typed(value: Any) -> Any:
     """A resolved property as the API takes it: numbers as numbers, `"true"` as a boolean."""
     if isinstance(value, dict):

@@ -25,25 +25,38 @@ What AWS says, and what it does not (each page named where its figure is used):
   (https://docs.aws.amazon.com/lambda/latest/api/API_UpdateEventSourceMapping.html). So the
   planner assumes conservatively (`update_delay_s`, 5 minutes by default) and adds a margin on
   top (`margin_s`); both are template parameters.
-- The caller's memory is its CPU (a whole vCPU at 1,769 MB, "Configure Lambda function memory":
-  https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html), and a burst's cold starts
-  and calls need it where a steady rate's waiting does not: the planner gives the caller its burst
-  memory with the pollers, and also while the stack is quiet (its wakes meet cold starts): its
-  resting memory only while a steady rate keeps its environments warm (`UpdateFunctionConfiguration`,
-  which applies asynchronously, `LastUpdateStatus` InProgress, and refuses another update meanwhile:
-  https://docs.aws.amazon.com/lambda/latest/dg/functions-states.html). Each environment started
-  after the update has the new size.
+- The planner changes nothing but the mapping's provisioned mode: the caller runs at the one
+  memory the template gives it (CallerMemorySize). A function's configuration change gives every
+  execution environment a cold start and is refused while another applies ("Lambda function
+  states": https://docs.aws.amazon.com/lambda/latest/dg/functions-states.html), and CloudFormation
+  would not revert it (drift). An on-demand function's init runs unthrottled at any memory, which
+  AWS does not document but others measured (cebert/aws-lambda-performance-benchmarks; AWS
+  Serverless Land, "Effectively running Java on Serverless"): docs/operations.md, "If the caller's
+  init were throttled".
+- No change is sent that could land during its burst or after it: a raise goes out only while
+  `update_delay_s` still ends before the burst's second (`lands_before`), and a lowering only
+  once no burst is in the window. A burst seen too late meets Lambda's default scaling, as an
+  unseen one does.
+- Each update's delay (sent to `Enabled` again, to within a run's period) is published
+  (`PlannerUpdateDelay`): docs/operations.md says how to set PlannerUpdateDelaySeconds from it.
+- After an "off" (`wakeup.event_source`: no documented off value), the mapping is read back once
+  it is `Enabled`: pollers that remain are published (`PollersLeftAfterOff`, which
+  PlannerPollersLeftAlarm watches) and the "off" is not sent again by this environment.
+- The planner keeps out of its stack's deploys: it sends nothing while the stack has a deploy under
+  way or a change set awaiting execution (`wakeup.event_source.StackDeploys`; docs/operations.md,
+  "The planner and deploys", for an update of its still applying when a deploy starts).
 """
 
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Protocol
 
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field
 
-from wakeup.event_source import FunctionBusyError, MappingBusyError, MappingState
+from wakeup.event_source import MappingBusyError, MappingState
 from wakeup.observability import Metric, logger, metrics
 from wakeup.table.pending import DueCounts, due_per_second
 
@@ -61,10 +74,6 @@ DEFAULT_GROWTH_PER_S = 300 / 60
 # returns, which the simulator measured at 5.7 a batch in a burst (docs/scaling.md, "Batches fill
 # only with a batching window"): without a window a batch is counted as half the batch size.
 UNWINDOWED_BATCH_SHARE = 0.5
-# Below this many wakes in a run's window (541 s by default, about one a minute) the caller keeps
-# its burst memory, which then costs under a dollar a month more (docs/operations.md, "The
-# planner"); above it Lambda keeps its environments warm and the resting memory is right.
-QUIET_WAKES = 10
 
 
 class PlannerSettings(BaseModel):
@@ -96,10 +105,9 @@ class PlannerSettings(BaseModel):
     headroom: float = Field(4.0, alias="WAKEUP_PLANNER_HEADROOM", ge=1, le=100)
     # How late Lambda's default scaling may leave a second's wakes before it counts as a burst.
     tolerance_s: float = Field(1.0, alias="WAKEUP_PLANNER_TOLERANCE_S", ge=0, le=60)
-    # The caller's memory at rest (CallerMemorySize) and for a burst (CallerBurstMemorySize): the
-    # planner sets the one or the other with the pollers. 0: it leaves the caller's memory alone.
-    rest_memory_mb: int = Field(0, alias="WAKEUP_CALLER_MEMORY_MB", ge=0, le=10240)
-    burst_memory_mb: int = Field(0, alias="WAKEUP_CALLER_BURST_MEMORY_MB", ge=0, le=10240)
+    # The planner's own stack (AWS::StackName): it sends nothing while a deploy of it is under way.
+    # Empty: no stack to watch (the local stack, the simulator).
+    stack_name: str = Field("", alias="WAKEUP_STACK_NAME")
 
     @property
     def lead_s(self) -> int:
@@ -200,31 +208,32 @@ class EventSource(Protocol):
     def set_pollers(self, pollers: int | None, maximum: int) -> None: ...
 
 
-class CallerMemory(Protocol):
-    """The caller function's memory as the planner sees it (`wakeup.event_source.CallerFunction`)."""
+class Deploys(Protocol):
+    """The planner's stack's deploys (`wakeup.event_source.StackDeploys`)."""
 
-    def read_memory(self) -> int: ...
-    def set_memory(self, memory_mb: int) -> None: ...
+    def in_progress(self, now: datetime) -> bool: ...
 
 
-def memory_for(wanted: Plan, due: Mapping[int, int], current_mb: int, settings: PlannerSettings) -> int | None:
-    """The caller's memory for the plan and the window's wakes (`due`, per second), the caller at
-    `current_mb` now; None: the planner leaves it alone (not configured).
+@dataclass
+class Watch:
+    """What one planner environment remembers between its runs: the update it sent last, until the
+    mapping is read back `Enabled` after it, and the pollers an "off" of its left in place.
 
-    A burst gets the burst size. Otherwise the resting size only while the window holds a steady
-    rate (`QUIET_WAKES`) that keeps the caller's environments warm: a quiet stack's wake mostly
-    meets a cold start, about 5 s longer at 128 MB than at 1,024 (docs/operations.md), later than
-    the near wake's message is early. Each change gives every environment a cold start, so the
-    caller goes down to rest only above twice the threshold and back up only below it.
-    """
-    if not settings.rest_memory_mb or not settings.burst_memory_mb:
-        return None
-    if wanted.burst_at is not None:
-        return settings.burst_memory_mb
-    wakes = sum(due.values())
-    at_rest = current_mb == settings.rest_memory_mb
-    busy = wakes >= QUIET_WAKES if at_rest else wakes > 2 * QUIET_WAKES
-    return settings.rest_memory_mb if busy else settings.burst_memory_mb
+    An environment's memory is all it has (the planner keeps no state of its own): a new one sends
+    an "off" that did not take once more, then keeps to this rule."""
+
+    sent_pollers: int | None = None
+    sent_at_s: int | None = None  # None: no update of this environment's awaits its read-back
+    pollers_left: int | None = None  # pollers read back after this environment's "off"
+
+
+def lands_before(burst_at: int, now_s: int, settings: PlannerSettings) -> bool:
+    """Whether a change sent at `now_s` has applied by the burst's second, on the delay assumed.
+
+    Lambda applies an update asynchronously and AWS gives no time for it
+    (https://docs.aws.amazon.com/lambda/latest/api/API_UpdateEventSourceMapping.html): a change
+    that may still be applying at the burst's second could land during it, so it is not sent."""
+    return now_s + settings.update_delay_s < burst_at
 
 
 @dataclass(frozen=True)
@@ -234,59 +243,58 @@ class Run:
     plan: Plan
     before: int | None  # the mapping's provisioned pollers when read (None: off)
     sent: bool  # an update was sent
-    busy: bool  # the mapping was still applying an earlier update: nothing sent
-    memory_mb: int | None = None  # the caller's memory the run set (None: left as it was)
+    busy: bool  # nothing sent for now: the mapping, Lambda's API or a deploy was busy
+    # Why a change the plan wanted was not sent: "busy", "deploy" (the stack is being deployed),
+    # "late" (it could land during the burst or after it), "left" (an "off" already left pollers).
+    held: str = ""
+    update_delay_s: int | None = None  # an earlier update's delay, read back by this run
+    pollers_left: int | None = None  # pollers in place after this environment's "off"
 
 
 def run(
-    index: DueCounts, source: EventSource, settings: PlannerSettings, now_s: int, caller: CallerMemory | None = None
+    index: DueCounts,
+    source: EventSource,
+    settings: PlannerSettings,
+    now_s: int,
+    watch: Watch | None = None,
+    deploys: Deploys | None = None,
 ) -> Run:
-    """One run: count the coming seconds' wakes, plan, and change the mapping (and the caller's
-    memory, when `caller` is given) where they differ from the plan.
+    """One run: count the coming seconds' wakes, plan, and change the mapping where it differs from
+    the plan, when the change may be sent (the module's docstring).
 
-    It reads the index and changes the event source and the caller's memory, nothing else: it never
-    touches a wake or a trigger, so a planner that fails leaves every wake to Lambda's default
-    scaling and the caller's memory as it was, later.
+    It reads the index and changes the event source, nothing else: it never touches a wake or a
+    trigger, so a planner that fails leaves every wake to Lambda's default scaling, later.
     """
+    watch = watch if watch is not None else Watch()
     start, end = window(now_s, settings)
-    due = due_per_second(index, start, end)
-    wanted = plan(due, now_s, settings)
-    result = _set_pollers(source, wanted, settings)
-    if caller is None or not settings.rest_memory_mb or not settings.burst_memory_mb:
-        return result
-    before = caller.read_memory()
-    memory = memory_for(wanted, due, before, settings)
-    return result if memory is None else replace(result, memory_mb=_set_memory(caller, before, memory))
-
-
-def _set_memory(caller: CallerMemory, before: int, memory_mb: int) -> int | None:
-    """Sets the caller's memory when it differs from `before`: the size set, or None (already so,
-    or busy)."""
-    if before == memory_mb:
-        return None
+    wanted = plan(due_per_second(index, start, end), now_s, settings)
     try:
-        caller.set_memory(memory_mb)
-    except FunctionBusyError:
-        logger.info("caller busy, memory left to the next run", memory_mb=memory_mb)
-        return None
-    logger.info("caller memory changed", memory_before_mb=before, memory_mb=memory_mb)
-    return memory_mb
-
-
-def _set_pollers(source: EventSource, wanted: Plan, settings: PlannerSettings) -> Run:
-    mapping = source.read()
+        mapping = source.read()
+    except MappingBusyError:
+        logger.info("event source busy, change left to the next run", state="throttled")
+        return Run(plan=wanted, before=None, sent=False, busy=True, held="busy")
+    delay_s = _read_back(watch, mapping, now_s)
+    seen = Run(
+        plan=wanted,
+        before=mapping.pollers,
+        sent=False,
+        busy=False,
+        update_delay_s=delay_s,
+        pollers_left=watch.pollers_left,
+    )
     step = change(mapping.pollers, wanted)
     if not step.needed:
-        return Run(plan=wanted, before=mapping.pollers, sent=False, busy=False)
-    if not mapping.ready:
-        # An earlier update still applying: the next run sends this one (the margin covers it).
-        logger.info("event source busy, change left to the next run", state=mapping.state)
-        return Run(plan=wanted, before=mapping.pollers, sent=False, busy=True)
+        return seen
+    held = _held(step, mapping, wanted, watch, now_s, settings, deploys)
+    if held:
+        logger.info("event source change held", held=held, state=mapping.state, pollers=step.pollers)
+        return replace(seen, busy=held in ("busy", "deploy"), held=held)
     try:
-        source.set_pollers(step.pollers, max(settings.max_pollers, step.pollers or 0))
+        source.set_pollers(step.pollers, maximum_for(step, wanted, settings))
     except MappingBusyError:
-        logger.info("event source busy, change left to the next run", state="ResourceInUse")
-        return Run(plan=wanted, before=mapping.pollers, sent=False, busy=True)
+        logger.info("event source busy, change left to the next run", state="refused")
+        return replace(seen, busy=True, held="busy")
+    watch.sent_pollers, watch.sent_at_s, watch.pollers_left = step.pollers, now_s, None
     logger.info(
         "event source changed",
         pollers_before=mapping.pollers,
@@ -294,12 +302,67 @@ def _set_pollers(source: EventSource, wanted: Plan, settings: PlannerSettings) -
         burst_at=wanted.burst_at,
         peak_wakes=wanted.peak_wakes,
     )
-    return Run(plan=wanted, before=mapping.pollers, sent=True, busy=False)
+    return replace(seen, sent=True)
+
+
+def maximum_for(step: Change, wanted: Plan, settings: PlannerSettings) -> int:
+    """The MaximumPollers sent with `step`: a burst's own pollers, so that autoscaling adds none
+    above them (each added poller is billed: "Provisioned Mode for Event Source Mapping (ESM)
+    Pricing", https://aws.amazon.com/lambda/pricing/, bills the minimum and what autoscaling adds;
+    bench.bill prices the raise); back at the floor, the deployment's (CallerMaximumPollers), as
+    the template has it."""
+    if wanted.burst_at is not None and step.pollers is not None:
+        return step.pollers
+    return max(settings.max_pollers, step.pollers or 0)
+
+
+def _read_back(watch: Watch, mapping: MappingState, now_s: int) -> int | None:
+    """Once the mapping is settled after this environment's update: the update's delay (to within
+    a run's period), and the pollers an "off" left in place."""
+    if watch.sent_at_s is None or not mapping.ready:
+        return None
+    delay_s = now_s - watch.sent_at_s
+    watch.pollers_left = mapping.pollers if watch.sent_pollers is None else None
+    watch.sent_at_s = None
+    if watch.pollers_left is not None:
+        logger.warning(
+            "provisioned mode still on after the planner turned it off: not sent again, see "
+            "docs/operations.md, PlannerPollersLeftAlarm",
+            pollers=watch.pollers_left,
+        )
+    return delay_s
+
+
+def _held(
+    step: Change,
+    mapping: MappingState,
+    wanted: Plan,
+    watch: Watch,
+    now_s: int,
+    settings: PlannerSettings,
+    deploys: Deploys | None,
+) -> str:
+    """Why the change `step` is not to be sent now ("": it is)."""
+    if step.pollers is None and watch.pollers_left is not None and watch.pollers_left == mapping.pollers:
+        return "left"
+    if not mapping.ready:
+        # An earlier update still applying (GetEventSourceMapping's State): the next run sends it.
+        return "busy"
+    if wanted.burst_at is not None and not lands_before(wanted.burst_at, now_s, settings):
+        return "late"
+    if deploys is not None and deploys.in_progress(datetime.fromtimestamp(now_s, UTC)):
+        return "deploy"
+    return ""
 
 
 def publish(result: Run) -> None:
-    """The pollers the run asked for (0: provisioned mode off), every run: the planner's heartbeat."""
+    """The pollers the run asked for (0: provisioned mode off), every run: the planner's heartbeat;
+    an update's delay once read back; and pollers left after an "off", while they are."""
     metrics.add_metric(name=Metric.PLANNED_POLLERS, unit=MetricUnit.Count, value=result.plan.pollers or 0)
+    if result.update_delay_s is not None:
+        metrics.add_metric(name=Metric.PLANNER_UPDATE_DELAY, unit=MetricUnit.Seconds, value=result.update_delay_s)
+    if result.pollers_left is not None:
+        metrics.add_metric(name=Metric.POLLERS_LEFT_AFTER_OFF, unit=MetricUnit.Count, value=result.pollers_left)
 
 
 def publish_idle() -> None:
