@@ -22,8 +22,8 @@ DUPLICATE_WITHIN_S = 5.0
 class Deliveries:
     """SQS's and Scheduler's requests as `FaultyClient` sends them when the row draws a delivery
     fault: a message sent once is delivered twice; a schedule fires twice, or once after its
-    delete; an update lands after a later one (its reply comes when it lands, within the read
-    timeout, so botocore does not send it again)."""
+    delete; an update's first attempt lands after the client's next update (its client timed
+    out on it and botocore's retry applied first)."""
 
     def __init__(self, faults: FaultInjector, scheduler: Scheduler, rng: random.Random) -> None:
         self.faults, self.scheduler, self.rng = faults, scheduler, rng
@@ -51,8 +51,12 @@ class Deliveries:
             return answer
 
         def out_of_order() -> Any:
+            # Its first attempt timed out at the client, botocore's retry applied, and the first
+            # lands after the client's next update (a schedule gone, or its time past, refuses it).
             self.faults.note(f"{place} {kind.value}", hit=False)
-            engine.sleep(self.rng.uniform(0.5, READ_TIMEOUT_S * 0.9))
+            lands = engine.now + READ_TIMEOUT_S + self.rng.random() * LATE_APPLY_S
+            engine.spawn(_land, self.faults, method, (), kwargs, when=lands)
+            engine.sleep(READ_TIMEOUT_S)
             return method(**kwargs)
 
         chosen = {Kind.TWICE: twice, Kind.AFTER_DELETE: after_delete, Kind.OUT_OF_ORDER: out_of_order}[kind]

@@ -28,6 +28,7 @@ from wakeup.logic.retry import retry_delay_s
 from wakeup.table.items import instance_key, pending_shard
 from wakeup.times import epoch_ms
 from wakeup.settings import SettingsError, load_settings
+from wakeup_sim.api_gateway import Registration
 from wakeup_sim.deployment import Deployment, from_template
 from wakeup_sim.fault_hooks import Deliveries, UnprocessedBatches, events_twice, late_writes, stale_reads
 from wakeup_sim.faults import (
@@ -258,10 +259,10 @@ def run_row(
                 world.register(wake, moved, again)
                 due = max(due, moved)
             elif index % 10 == 5:
-                # Moved twice within a second: two updates of one schedule race (a far wake's; a
-                # near one's two messages).
-                world.register(wake, due + 60.0, when + 60.0)
-                world.register(wake, due + 120.0, when + 61.0)
+                # Moved twice, each a second after the client's last 2xx: a write or an update
+                # that lands late meets the next registration.
+                first = world.registrations[-1]
+                world.engine.spawn(_again_after_2xx, world, wake, first, [due + 60.0, due + 120.0], when=when + 0.5)
                 due += 120.0
             last = max(last, due)
         world.engine.run(last + SETTLE_S)
@@ -276,6 +277,17 @@ def run_row(
             cpu_s=time.process_time() - started,
             seed=seed,
         )
+
+
+def _again_after_2xx(world: World, wake: Wake, registration: Registration, moves: list[float]) -> None:
+    """A client that registers its wake again a second after each 2xx (`registration` its first),
+    once per time in `moves`."""
+    for at in moves:
+        while registration.accepted_at is None:
+            world.engine.sleep(0.5)
+        world.engine.sleep(1.0)
+        world.register(wake, at, world.engine.now)
+        registration = world.registrations[-1]
 
 
 def _trigger_lost(world: World, injector: FaultInjector, instance_id: str, due: float, reg: int) -> None:
