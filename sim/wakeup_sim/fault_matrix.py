@@ -25,9 +25,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from wakeup.logic.delivery import EARLY_REARM_S
 from wakeup.logic.retry import retry_delay_s
+from wakeup.settings import SettingsError, load_settings
 from wakeup.table.items import instance_key, pending_shard
 from wakeup.times import epoch_ms
-from wakeup.settings import SettingsError, load_settings
 from wakeup_sim.api_gateway import Registration
 from wakeup_sim.deployment import Deployment, from_template
 from wakeup_sim.fault_hooks import Deliveries, UnprocessedBatches, events_twice, late_writes, stale_reads
@@ -111,6 +111,7 @@ class Row:
     unexplained_causes: tuple[tuple[str, int], ...] = ()
     overlapping: int = 0  # calls to a host busy with another registration (reported, allowed)
     injects_timeouts: bool = False  # the row injects a Lambda timeout (else reaching one fails it)
+    new_ids: int = 0  # repeats with another webhook-id than the 2xx they repeat: a host cannot drop them
     seed: int = 0
 
     @property
@@ -123,6 +124,7 @@ class Row:
             or self.over_bound
             or self.inconsistent
             or self.unexplained
+            or self.new_ids
             or uninjected_timeouts
         )
 
@@ -362,6 +364,7 @@ def _row(
         unexplained=sum(watch.unexplained.values()),
         unexplained_causes=tuple(watch.unexplained.most_common()),
         overlapping=watch.overlapping,
+        new_ids=watch.new_ids,
         injects_timeouts=any(f.kind is Kind.TIMES_OUT for f in faults.faults),
         seed=seed,
     )
@@ -409,9 +412,9 @@ def swept() -> list[tuple[str, Deployment]]:
 
 HEADER = (
     "| fault class | rate | wakes | faults injected | lost | concurrent | overlapping | early "
-    "| duplicates allowed (caused by) | unexplained (after) | recovery s | bound s | over bound | inconsistent "
-    "| Lambda timeouts |\n"
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    "| duplicates allowed (caused by) | unexplained (after) | repeats with a new webhook-id "
+    "| recovery s | bound s | over bound | inconsistent | Lambda timeouts |\n"
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 )
 
 
@@ -433,8 +436,8 @@ def line(row: Row) -> str:
     return (
         f"| {row.name} | {row.rate:.0%} | {row.wakes} | {row.injected} | {row.lost} | {row.concurrent} "
         f"| {row.overlapping} | {row.early} | {_causes(row.duplicates, row.causes)} "
-        f"| {_causes(row.unexplained, row.unexplained_causes)} | {row.recovery_s:.1f} | {row.bound_s:.1f} "
-        f"| {row.over_bound} | {row.inconsistent} | {timeouts} |"
+        f"| {_causes(row.unexplained, row.unexplained_causes)} | {row.new_ids} | {row.recovery_s:.1f} "
+        f"| {row.bound_s:.1f} | {row.over_bound} | {row.inconsistent} | {timeouts} |"
     )
 
 
@@ -462,16 +465,16 @@ def _run(job: Job) -> Row:
 
 
 def jobs(only: str | None, wakes: int, seed: int, settings: bool = True) -> list[Job]:
-    """The rows: each class at each rate, then the settings sweep; row i's seed is `seed + i`."""
-    chosen = [c for c in CLASSES if not only or only in c.name]
-    found: list[Job] = [(c, rate, wakes, 0, None) for c in chosen for rate in RATES]
+    """The rows: each class at each rate, then the settings sweep. Row i of the whole list runs
+    seed + i, whichever rows `only` keeps, so that `--seed S --only X` replays X's rows."""
+    every: list[Job] = [(c, rate, wakes, 0, None) for c in CLASSES for rate in RATES]
     if settings:
         mix = next(c for c in CLASSES if c.name == "mix: every AWS fault")
         for label, deployment in swept():
-            name = f"settings: {label}"
-            if not only or only in name:
-                found.append((FaultClass(name, mix.faults), SWEEP_RATE, min(wakes, SWEEP_WAKES), 0, deployment))
-    return [(c, rate, n, seed + i, d) for i, (c, rate, n, _, d) in enumerate(found)]
+            every.append(
+                (FaultClass(f"settings: {label}", mix.faults), SWEEP_RATE, min(wakes, SWEEP_WAKES), 0, deployment)
+            )
+    return [(c, rate, n, seed + i, d) for i, (c, rate, n, _, d) in enumerate(every) if not only or only in c.name]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -480,7 +483,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="run the classes whose name contains this")
     parser.add_argument("--workers", type=int, default=2, help="processes (rows run in parallel)")
     parser.add_argument("--where", action="store_true", help="print where each fault is injected first")
-    parser.add_argument("--seed", type=int, help="the run's seed (row i runs seed + i); drawn and printed when not given")
+    parser.add_argument(
+        "--seed", type=int, help="the run's seed (row i runs seed + i); drawn and printed when not given"
+    )
     parser.add_argument("--no-settings", action="store_true", help="leave out the settings sweep")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)

@@ -221,6 +221,7 @@ class CallNote:
     after its 2xx is put down to)."""
 
     key: tuple[str, str]
+    webhook_id: str = ""  # what the host can tell a repeat by (Standard Webhooks)
     host_2xx: bool = False  # the host answered 2xx (the host woke)
     seen: bool = False  # and the caller saw that 2xx
     died: bool = False  # its function died (or reached Lambda's timeout) after the call
@@ -262,6 +263,10 @@ class Watch:
     # call after whose 2xx it came met ("no fault" when none): they fail the row.
     duplicates: Counter[str] = field(default_factory=Counter)
     unexplained: Counter[str] = field(default_factory=Counter)
+    # Repeats whose `webhook-id` is not the one of the 2xx they repeat: the host cannot drop them
+    # by their id, as the Standard Webhooks specification has it (the id stays when a message is
+    # sent again).
+    new_ids: int = 0
     # What the bound of a wake's recovery adds up (see `fault_matrix.bound_s`), per instance.
     hits: Counter[str] = field(default_factory=Counter)
     host_failures: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))  # attempt numbers
@@ -651,7 +656,7 @@ class FaultyHosts:
         key = wake_key(signature_headers)
         faults.requests[HOST] += 1
         task = getcurrent()
-        note = CallNote(key)
+        note = CallNote(key, signature_headers["webhook-id"] if signature_headers else "")
         faults.call_note[task] = note
         started = engine.now
         watch.calls += 1
@@ -660,7 +665,7 @@ class FaultyHosts:
         # (the simulated time is a float, its `datetime` rounds to the nearest microsecond).
         if at is not None and started < at - CLOCK_RESOLUTION_S:
             watch.early += 1
-        self._duplicate(key)
+        self._duplicate(note)
         kind = faults.draws(HOST, (*HOST_KINDS, Kind.REREGISTERS))
         busy = None
         if kind not in (Kind.DNS, Kind.CONNECT):  # those never reach the host
@@ -708,13 +713,15 @@ class FaultyHosts:
         calls.append(busy)
         return busy
 
-    def _duplicate(self, key: tuple[str, str]) -> None:
+    def _duplicate(self, note: CallNote) -> None:
         """A call after the host answered this registration 2xx: allowed after a 2xx the caller
         could not see or a death before its record, else put down to what the first call met."""
         watch = self.faults.watch
-        answered = watch.answered.get(key)
+        answered = watch.answered.get(note.key)
         if answered is None:
             return
+        if answered.webhook_id != note.webhook_id:
+            watch.new_ids += 1
         if not answered.seen:
             watch.duplicates[UNSEEN] += 1
         elif answered.died:
@@ -790,7 +797,9 @@ def watch_acknowledgements(faults: FaultInjector, function: Function) -> None:
     function.handler = handler
 
 
-def skewed_clock(faults: FaultInjector, true_clock: Callable[[], datetime], rng: random.Random) -> Callable[[], datetime]:
+def skewed_clock(
+    faults: FaultInjector, true_clock: Callable[[], datetime], rng: random.Random
+) -> Callable[[], datetime]:
     """The clock the service reads: in each execution environment, the true time off by that
     environment's own skew (drawn once, evenly within `CLOCK_SKEW_S`); the true time elsewhere."""
     skews: dict[Cpu, timedelta] = {}
