@@ -372,12 +372,17 @@ def _row(
 
 # The settings sweep: every combination settings.py accepts (the lease longer than the call's
 # timeout) of these ends and middles, with the caller's Lambda timeout (1 to 900 s) and its batch
-# size; each on the mix of every AWS fault at the higher rate, on fewer wakes.
+# size; each on every AWS fault and every host fault at the higher rate, on fewer wakes.
 SWEEP_CALL_TIMEOUTS_S = (1.0, 10.0, 60.0)
 SWEEP_LEASES_S = (2.0, 11.0, 15.0, 30.0, 61.0, 900.0)
 SWEEP_CALLER_TIMEOUTS_S = (3.0, 30.0, 900.0)
 SWEEP_BATCH_SIZES = (1, 10)
 SWEEP_WAKES = 500
+# Every AWS fault and every host's: what the settings trade against (slow requests before a call,
+# slow hosts within it); no function's death or timeout, so that a Lambda timeout fails the row.
+SWEEP_FAULTS = tuple(
+    Fault(place, kind) for place, (_, kinds) in PLACES.items() if not place.startswith("function:") for kind in kinds
+)
 SWEEP_RATE = 0.10
 
 
@@ -469,10 +474,9 @@ def jobs(only: str | None, wakes: int, seed: int, settings: bool = True) -> list
     seed + i, whichever rows `only` keeps, so that `--seed S --only X` replays X's rows."""
     every: list[Job] = [(c, rate, wakes, 0, None) for c in CLASSES for rate in RATES]
     if settings:
-        mix = next(c for c in CLASSES if c.name == "mix: every AWS fault")
         for label, deployment in swept():
             every.append(
-                (FaultClass(f"settings: {label}", mix.faults), SWEEP_RATE, min(wakes, SWEEP_WAKES), 0, deployment)
+                (FaultClass(f"settings: {label}", SWEEP_FAULTS), SWEEP_RATE, min(wakes, SWEEP_WAKES), 0, deployment)
             )
     return [(c, rate, n, seed + i, d) for i, (c, rate, n, _, d) in enumerate(every) if not only or only in c.name]
 
