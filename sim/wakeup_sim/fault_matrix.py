@@ -34,6 +34,7 @@ from wakeup_sim.fault_hooks import Deliveries, UnprocessedBatches, events_twice,
 from wakeup_sim.faults import (
     ATTEMPTS,
     FUNCTION_TIMEOUT_S,
+    HOST,
     PLACES,
     POINTS,
     READ_TIMEOUT_S,
@@ -378,6 +379,11 @@ SWEEP_LEASES_S = (2.0, 11.0, 15.0, 30.0, 61.0, 900.0)
 SWEEP_CALLER_TIMEOUTS_S = (3.0, 30.0, 900.0)
 SWEEP_BATCH_SIZES = (1, 10)
 SWEEP_WAKES = 500
+# A lease against what runs under it, for each accepted lease and call timeout (the template's
+# caller): a slow read before the call, a second delivery of each message, a host that hangs.
+RACE_FAULTS = (Fault("dynamodb:GetItem", Kind.TIMEOUT), Fault("sqs:SendMessage", Kind.TWICE), Fault(HOST, Kind.READ))
+RACE_RATE = 0.30
+RACE_CALLER_TIMEOUT_S, RACE_BATCH_SIZE = 30.0, 10
 # Every AWS fault and every host's: what the settings trade against (slow requests before a call,
 # slow hosts within it); no function's death or timeout, so that a Lambda timeout fails the row.
 SWEEP_FAULTS = tuple(
@@ -478,6 +484,9 @@ def jobs(only: str | None, wakes: int, seed: int, settings: bool = True) -> list
             every.append(
                 (FaultClass(f"settings: {label}", SWEEP_FAULTS), SWEEP_RATE, min(wakes, SWEEP_WAKES), 0, deployment)
             )
+            if deployment.caller_timeout_s == RACE_CALLER_TIMEOUT_S and deployment.batch_size == RACE_BATCH_SIZE:
+                name = f"lease race: {label}"
+                every.append((FaultClass(name, RACE_FAULTS), RACE_RATE, min(wakes, SWEEP_WAKES), 0, deployment))
     return [(c, rate, n, seed + i, d) for i, (c, rate, n, _, d) in enumerate(every) if not only or only in c.name]
 
 
