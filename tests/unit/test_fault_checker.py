@@ -12,7 +12,7 @@ from wakeup_sim import fault_matrix, faults
 from wakeup_sim.dynamodb import MemoryStore
 from wakeup_sim.engine import Cpu, Engine
 from wakeup_sim.fault_matrix import CLASSES, Row, jobs, run_row, summary, swept
-from wakeup_sim.faults import CLOCK_SKEW_S, FaultClass, FaultInjector, FaultyHosts, skewed_clock
+from wakeup_sim.faults import CLOCK_SKEW_S, HOST, Fault, FaultClass, FaultInjector, FaultyHosts, Kind, skewed_clock
 
 LEASE_S = 30.0
 
@@ -149,3 +149,23 @@ def test_the_settings_sweep_runs_only_what_settings_accept_and_the_shortest_leas
     assert all(lease > call for call, lease in leases)
     assert (10.0, 15.0) in leases  # the accepted lease that is shorter than the AWS requests
     assert {d.batch_size for _, d in combinations} == set(fault_matrix.SWEEP_BATCH_SIZES)
+
+
+@pytest.mark.parametrize(("environment_ended", "concurrent"), [(True, 1), (False, 0)])
+def test_a_host_answering_past_the_lease_stays_busy_when_lambda_ended_its_callers_environment(
+    environment_ended: bool, concurrent: int
+) -> None:
+    # given: every host answers past the lease; the caller's environment, when ended, reached
+    # Lambda's deadline before its call did (a frozen environment does not hang up)
+    engine = Engine(0.0)
+    environment = Cpu(engine, 1.0)
+    injector = FaultInjector(engine, FaultClass("slow", (Fault(HOST, Kind.SLOW),)), 1.0, 1, lambda: environment)
+    if environment_ended:
+        injector._deadline[environment] = 5.0
+    hosts = FaultyHosts(lambda *_: CallOutcome(200, None), injector, LEASE_S)
+    # when: a second call after the caller gave up on the first (its 10 s timeout), within the lease
+    engine.spawn(_call, hosts, "r1", when=0.0)
+    engine.spawn(_call, hosts, "r1", when=20.0)
+    engine.run(200.0)
+    # then: the host still works on the first only when its connection was left open
+    assert injector.watch.concurrent == concurrent
