@@ -31,7 +31,7 @@ import random
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -81,43 +81,87 @@ class Kind(StrEnum):
     RESET = "resets mid-reply"
     LATE = "answers 2xx after the timeout"
     SLOW = "answers past the lease"
+    # Delivered twice: an SQS message (at-least-once), a schedule that fires twice, Lambda's
+    # asynchronous event run twice; and a schedule that fires once after its delete.
+    TWICE = "delivered twice"
+    AFTER_DELETE = "fires once after its delete"
+    # Applied late or out of order: a write that applies after its client timed out (and its
+    # retry applied), an update that lands after a later one.
+    APPLIES_LATE = "applies after its client timed out"
+    OUT_OF_ORDER = "lands after a later update"
+    # Stale reads: an index's lag, an eventually consistent read.
+    STALE = "reads a view up to a second old"
+    UNPROCESSED = "leaves keys unprocessed"
+    # A race on one instance during its call: the host registers again while it is being called.
+    REREGISTERS = "registers again during its call"
 
 
 AWS_KINDS = (Kind.ERROR, Kind.THROTTLE, Kind.TIMEOUT, Kind.LOST)
 READ_KINDS = (Kind.ERROR, Kind.THROTTLE, Kind.TIMEOUT)  # a read's lost reply is its timeout
 FUNCTION_KINDS = (Kind.DIES, Kind.TIMES_OUT)
 HOST_KINDS = (Kind.DNS, Kind.CONNECT, Kind.READ, Kind.RESET, Kind.LATE, Kind.SLOW)
+# Kinds injected around a request or an invocation rather than at an attempt of it.
+STORE_KINDS = (Kind.APPLIES_LATE, Kind.STALE, Kind.UNPROCESSED)
+DELIVERY_KINDS = (Kind.TWICE, Kind.AFTER_DELETE, Kind.OUT_OF_ORDER)
 HOST = "host"
+# How far each execution environment's clock is off the true time, at most, either way (drawn
+# evenly per environment). AWS documents no bound for Lambda's clock; Lambda runs on EC2, whose
+# Amazon Time Sync Service keeps a clock within about a millisecond or two of UTC (docs/faults.md,
+# "Clocks"); ten milliseconds is five times that.
+CLOCK_SKEW_S = 0.010
+CLOCK_RESOLUTION_S = 1e-6
+# An eventually consistent read, or an index, lags its table by up to this (docs/faults.md).
+STALE_S = 1.0
+# A write applied late lands this long after its client gave it up, at most.
+LATE_APPLY_S = 30.0
 
 # Every request the functions make, where its faults are injected, and which kinds (reads have no
 # lost reply of their own). tests/unit/test_faults.py compares it with what the layer calls.
 PLACES: dict[str, tuple[str, tuple[Kind, ...]]] = {
     "dynamodb:GetItem": (
-        "MemoryTable.read: the schedule trigger's read, the token lookup, the signing versions",
-        READ_KINDS,
+        "MemoryTable.read: the schedule trigger's read, the token lookup, the signing versions"
+        " (a stale view: `stale_reads` around signing_versions)",
+        (*READ_KINDS, Kind.STALE),
     ),
     "dynamodb:UpdateItem": (
-        "MemoryTable.write: register_wake, claim_if_due, record_success, record_failure, postpone",
-        AWS_KINDS,
+        "MemoryTable.write: register_wake, claim_if_due, record_success, record_failure, postpone"
+        " (applied late: `late_writes` around the same)",
+        (*AWS_KINDS, Kind.APPLIES_LATE),
     ),
     "dynamodb:PutItem": ("MemoryTable.write through DynamoStore.record_call: the history's item", AWS_KINDS),
-    "dynamodb:Query": ("MemoryTable.query through DynamoStore.overdue: the sweeper's shards", READ_KINDS),
-    "dynamodb:BatchGetItem": ("MemoryTable.read_many through DynamoStore.overdue: the sweeper's reads", READ_KINDS),
-    "sqs:SendMessage": ("FaultyClient around SqsClient: Triggers.send (arm, retry, busy, sweeper)", AWS_KINDS),
-    "scheduler:CreateSchedule": ("FaultyClient around Scheduler: Triggers.schedule", AWS_KINDS),
+    "dynamodb:Query": (
+        "MemoryTable.query through DynamoStore.overdue: the sweeper's shards (the index's lag: `stale_reads`)",
+        (*READ_KINDS, Kind.STALE),
+    ),
+    "dynamodb:BatchGetItem": (
+        "MemoryTable.read_many through DynamoStore.overdue: the sweeper's reads (`UnprocessedBatches`)",
+        (*READ_KINDS, Kind.UNPROCESSED),
+    ),
+    "sqs:SendMessage": (
+        "FaultyClient around SqsClient: Triggers.send (arm, retry, busy, sweeper)",
+        (*AWS_KINDS, Kind.TWICE),
+    ),
+    "scheduler:CreateSchedule": ("FaultyClient around Scheduler: Triggers.schedule", (*AWS_KINDS, Kind.TWICE)),
     "scheduler:UpdateSchedule": (
         "FaultyClient around Scheduler: Triggers.schedule (a far wake moved, or after a conflict)",
-        AWS_KINDS,
+        (*AWS_KINDS, Kind.TWICE, Kind.OUT_OF_ORDER),
     ),
-    "scheduler:DeleteSchedule": ("FaultyClient around Scheduler: Triggers.unschedule", AWS_KINDS),
+    "scheduler:DeleteSchedule": (
+        "FaultyClient around Scheduler: Triggers.unschedule",
+        (*AWS_KINDS, Kind.AFTER_DELETE),
+    ),
     "secretsmanager:GetSecretValue": ("FaultySecrets: SigningKeys.master through Powertools' cache", READ_KINDS),
     "function:CallerFunction": (
-        "FaultInjector.point: before each request and host call, and at the end",
-        FUNCTION_KINDS,
+        "FaultInjector.point: before each request and host call, and at the end (an event twice:"
+        " `FaultInjector.wrap_events`, Scheduler's invocations)",
+        (*FUNCTION_KINDS, Kind.TWICE),
     ),
     "function:WakeFunction": ("FaultInjector.point", FUNCTION_KINDS),
-    "function:SweeperFunction": ("FaultInjector.point", FUNCTION_KINDS),
-    HOST: ("FaultyHosts around Hosts.call: the caller's GET {url}/wake", HOST_KINDS),
+    "function:SweeperFunction": ("FaultInjector.point (an event twice: `wrap_events`)", (*FUNCTION_KINDS, Kind.TWICE)),
+    HOST: (
+        "FaultyHosts around Hosts.call: the caller's GET {url}/wake",
+        (*HOST_KINDS, Kind.REREGISTERS),
+    ),
 }
 
 # Requests the layer makes that the simulation does not: the instance routes and the operator's
@@ -177,23 +221,52 @@ class CallNote:
     after its 2xx is put down to)."""
 
     key: tuple[str, str]
-    host_2xx: bool = False
+    webhook_id: str = ""  # what the host can tell a repeat by (Standard Webhooks)
+    host_2xx: bool = False  # the host answered 2xx (the host woke)
+    seen: bool = False  # and the caller saw that 2xx
+    died: bool = False  # its function died (or reached Lambda's timeout) after the call
     faults: list[str] = field(default_factory=list)
+
+
+# A duplicate the promise allows: after a 2xx the caller could not see, or after a 2xx whose
+# function died between the reply and its record (DESIGN section 7).
+UNSEEN = "a 2xx the caller could not see"
+DIED = "its function died between the reply and its record"
+
+
+@dataclass
+class Busy:
+    """A host busy with a call: from its start until it answers or its connection is gone."""
+
+    reg: str
+    start: float
+    end: float = math.inf  # still busy
 
 
 @dataclass
 class Watch:
-    """What the wakes came to: the invariants of the fault matrix."""
+    """What the wakes came to, as the clients and the hosts see it: the invariants of the matrix."""
 
     registered_at: dict[tuple[str, str], float] = field(default_factory=dict)  # (instance, reg) -> at
-    # The calls under way: each ends by its answer, or when Lambda's timeout ends its environment.
-    in_flight: dict[tuple[str, str], list[float]] = field(default_factory=lambda: defaultdict(list))
-    concurrent: int = 0
-    early: int = 0
+    # The registration each client last got a 2xx for (instance -> (when, reg)): the wake it is owed.
+    acked: dict[str, tuple[float, str]] = field(default_factory=dict)
+    # What each host is busy with (instance -> its calls not yet ended, on the true clock).
+    busy: dict[str, list[Busy]] = field(default_factory=lambda: defaultdict(list))
+    concurrent: int = 0  # a call started while its host was busy with the same registration
+    overlapping: int = 0  # a call started while its host was busy with another registration
+    early: int = 0  # a call started, on the true clock, before its registration's time
     calls: int = 0
     first_2xx: dict[tuple[str, str], float] = field(default_factory=dict)  # caller-seen, the call's start
-    answered: dict[tuple[str, str], CallNote] = field(default_factory=dict)  # the first call the host answered 2xx
-    duplicates: Counter[str] = field(default_factory=Counter)  # cause -> second calls after a 2xx
+    woken: dict[tuple[str, str], float] = field(default_factory=dict)  # host-seen: its first 2xx call's start
+    answered: dict[tuple[str, str], CallNote] = field(default_factory=dict)  # the last call the host answered 2xx
+    # Second calls after a 2xx: allowed ones by cause (UNSEEN, DIED); the others by the faults the
+    # call after whose 2xx it came met ("no fault" when none): they fail the row.
+    duplicates: Counter[str] = field(default_factory=Counter)
+    unexplained: Counter[str] = field(default_factory=Counter)
+    # Repeats whose `webhook-id` is not the one of the 2xx they repeat: the host cannot drop them
+    # by their id, as the Standard Webhooks specification has it (the id stays when a message is
+    # sent again).
+    new_ids: int = 0
     # What the bound of a wake's recovery adds up (see `fault_matrix.bound_s`), per instance.
     hits: Counter[str] = field(default_factory=Counter)
     host_failures: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))  # attempt numbers
@@ -235,6 +308,12 @@ class FaultInjector:
         self.shard: dict[Any, int] = {}  # the sweeper's task -> the shard it sweeps
         self._request_hit: set[tuple[Any, str]] = set()  # (task, place): its request met a fault already
         self.call_note: dict[Any, CallNote] = {}
+        self.registered: dict[Any, tuple[str, str]] = {}  # task -> the (instance, reg) it wrote
+        self.quiet: set[Any] = set()  # tasks whose requests meet no fault (a late write's own)
+
+    def acknowledge(self, instance_id: str, reg: str) -> None:
+        """The client got its 2xx for this registration now."""
+        self.watch.acked[instance_id] = (self.engine.now, reg)
 
     # -- bookkeeping -----------------------------------------------------------------------------
 
@@ -263,8 +342,9 @@ class FaultInjector:
         if note is not None:
             note.faults.append(label)
 
-    def draws(self, place: str) -> Kind | None:
-        kinds = self._by_place.get(place)
+    def draws(self, place: str, among: tuple[Kind, ...]) -> Kind | None:
+        """A fault of the row at `place`, of the kinds injected where this asks (`among`), or None."""
+        kinds = [kind for kind in self._by_place.get(place, ()) if kind in among]
         if not kinds or self.rng.random() >= self.rate:
             return None
         return kinds[0] if len(kinds) == 1 else self.rng.choice(kinds)
@@ -304,7 +384,7 @@ class FaultInjector:
             self._deadline[cpu] = self.engine.now + timeout_s
             self._points[cpu] = 0
             self._doom.pop(cpu, None)
-            kind = self.draws(place)
+            kind = self.draws(place, FUNCTION_KINDS)
             if kind is not None:
                 many = points * (len(payload) if isinstance(payload, list) else 1)
                 self._doom[cpu] = (kind, self.rng.randint(1, many))
@@ -355,6 +435,8 @@ class FaultInjector:
 
     def fault(self, place: str, attempt: int) -> Exception | None:
         """The failure of this attempt before it applies (its time waited out), or None."""
+        if getcurrent() in self.quiet:
+            return None
         if not attempt:
             self.requests[place] += 1
         run = self._run(place, attempt)
@@ -370,6 +452,8 @@ class FaultInjector:
 
     def reply_lost(self, place: str) -> Exception | None:
         """After the request applied: the timeout its lost reply becomes, or None."""
+        if getcurrent() in self.quiet:
+            return None
         run = self._runs.get((getcurrent(), place))
         if run is None or run[0] is not Kind.LOST or run[1] <= 0:
             return None
@@ -395,7 +479,7 @@ class FaultInjector:
             return run
         if attempt:
             return None
-        kind = self.draws(place)
+        kind = self.draws(place, AWS_KINDS)
         if kind is None:
             self._runs.pop(key, None)
             return None
@@ -469,17 +553,24 @@ class FaultyIo(Io):
 
 
 class FaultyClient:
-    """An SQS or Scheduler client of the simulation, its requests made through `FaultInjector.request`."""
+    """An SQS or Scheduler client of the simulation, its requests made through `FaultInjector.request`;
+    what is delivered twice, late or out of order is `wakeup_sim.fault_hooks.Deliveries`'."""
 
-    def __init__(self, inner: Any, service: str, faults: FaultInjector, latency_s: float) -> None:
+    def __init__(
+        self, inner: Any, service: str, faults: FaultInjector, latency_s: float, deliveries: Any = None
+    ) -> None:
         self.inner, self.service, self.faults, self.latency_s = inner, service, faults, latency_s
+        self.deliveries = deliveries
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.inner, name)
         operation = "".join(part.capitalize() for part in name.split("_"))
+        place = f"{self.service}:{operation}"
 
         def call(**kwargs: Any) -> Any:
-            return self.faults.request(f"{self.service}:{operation}", self.latency_s, lambda: method(**kwargs))
+            kind = self.faults.draws(place, DELIVERY_KINDS) if self.deliveries is not None else None
+            send = (lambda: method(**kwargs)) if kind is None else self.deliveries.send(place, kind, method, kwargs)
+            return self.faults.request(place, self.latency_s, send)
 
         return call
 
@@ -549,10 +640,18 @@ def wake_key(headers: Mapping[str, str] | None) -> tuple[str, str]:
 
 
 class FaultyHosts:
-    """The caller's host call, with the row's host faults, and the watch's account of each call."""
+    """The caller's host call, with the row's host faults, and the watch's account of each call
+    as its host sees it: on the true clock, busy from the call's start until it answers or its
+    connection is gone."""
 
-    def __init__(self, inner: Callable[..., CallOutcome], faults: FaultInjector, lease_s: float) -> None:
-        self.inner, self.faults, self.lease_s = inner, faults, lease_s
+    def __init__(
+        self,
+        inner: Callable[..., CallOutcome],
+        faults: FaultInjector,
+        lease_s: float,
+        reregister: Callable[[str], None] = lambda _: None,
+    ) -> None:
+        self.inner, self.faults, self.lease_s, self.reregister = inner, faults, lease_s, reregister
 
     def call(
         self, url: str, instance_id: str, timeout_s: float, signature_headers: Mapping[str, str] | None = None
@@ -562,41 +661,78 @@ class FaultyHosts:
         key = wake_key(signature_headers)
         faults.requests[HOST] += 1
         task = getcurrent()
-        note = CallNote(key)
+        note = CallNote(key, signature_headers["webhook-id"] if signature_headers else "")
         faults.call_note[task] = note
         started = engine.now
         watch.calls += 1
         at = watch.registered_at.get(key)
-        # On the clock the service reads (whole microseconds), as the stored `at` (milliseconds).
-        if at is not None and engine.clock().timestamp() < at:
+        # On the true clock, not the caller's; to the microsecond the service's clock reads in
+        # (the simulated time is a float, its `datetime` rounds to the nearest microsecond).
+        if at is not None and started < at - CLOCK_RESOLUTION_S:
             watch.early += 1
-        answered = watch.answered.get(key)
-        if answered is not None:
-            causes = answered.faults or ["unexplained"]
-            watch.duplicates[" + ".join(dict.fromkeys(causes))] += 1
-        under_way = watch.in_flight[key]
-        if any(ends > started for ends in under_way):
-            watch.concurrent += 1
-        ends = faults.deadline()
-        under_way.append(ends)
+        self._duplicate(note)
+        kind = faults.draws(HOST, (*HOST_KINDS, Kind.REREGISTERS))
+        busy = None
+        if kind not in (Kind.DNS, Kind.CONNECT):  # those never reach the host
+            busy = self._starts(instance_id, key[1], started)
+        cpu = faults.cpu_of()
         try:
-            kind = faults.draws(HOST)
-            if kind is None:
+            if kind is None or kind is Kind.REREGISTERS:
+                if kind is Kind.REREGISTERS:
+                    faults.note(f"{HOST} {kind.value}", hit=False)
+                    self.reregister(instance_id)  # while its call is under way
                 outcome = self.inner(url, instance_id, timeout_s, signature_headers)
                 note.host_2xx = outcome.ok
             else:
                 faults.note(f"{HOST} {kind.value}", hit=False)  # its cost is the failed call's
                 outcome = self._faulty(kind, timeout_s, note)
         finally:
-            under_way.remove(ends)
+            if busy is not None:
+                busy.end = engine.now
+                # An environment that Lambda ended during the call is not assumed to close its
+                # connection: a host answering past the lease is busy until it answers.
+                ended = engine.now >= faults.deadline() or cpu in faults.dead
+                if kind is Kind.SLOW and ended:
+                    busy.end = max(busy.end, started + self.lease_s + 1.0)
         faults.past_deadline("the host call's end")  # it ran past: the environment ended during it
+        note.seen = outcome.ok
         if note.host_2xx:
-            watch.answered.setdefault(key, note)
+            watch.answered[key] = note
+            watch.woken.setdefault(key, started)
         if outcome.ok:
             watch.first_2xx.setdefault(key, started)
         else:
             watch.host_failures[instance_id].append(len(watch.host_failures[instance_id]) + 1)
         return outcome
+
+    def _starts(self, instance_id: str, reg: str, now: float) -> Busy:
+        """The host's new call: a concurrent one if it is busy with the same registration, an
+        overlapping one if with another."""
+        watch = self.faults.watch
+        calls = watch.busy[instance_id] = [b for b in watch.busy[instance_id] if b.end > now]
+        if any(b.reg == reg for b in calls):
+            watch.concurrent += 1
+        elif calls:
+            watch.overlapping += 1
+        busy = Busy(reg, now)
+        calls.append(busy)
+        return busy
+
+    def _duplicate(self, note: CallNote) -> None:
+        """A call after the host answered this registration 2xx: allowed after a 2xx the caller
+        could not see or a death before its record, else put down to what the first call met."""
+        watch = self.faults.watch
+        answered = watch.answered.get(note.key)
+        if answered is None:
+            return
+        if answered.webhook_id != note.webhook_id:
+            watch.new_ids += 1
+        if not answered.seen:
+            watch.duplicates[UNSEEN] += 1
+        elif answered.died:
+            watch.duplicates[DIED] += 1
+        else:
+            watch.unexplained[" + ".join(dict.fromkeys(answered.faults)) or "no fault"] += 1
 
     def _faulty(self, kind: Kind, timeout_s: float, note: CallNote) -> CallOutcome:
         engine = self.faults.engine
@@ -612,7 +748,8 @@ class FaultyHosts:
 
 
 def watch_deliveries(faults: FaultInjector, deliver: Callable[[Trigger, Source], Delivery]) -> Callable[..., Delivery]:
-    """The caller's `deliver`, with the trigger's wake as its task's context."""
+    """The caller's `deliver`, with the trigger's wake as its task's context; a call whose
+    function died after it is noted so."""
 
     def watched(trigger: Trigger, source: Source) -> Delivery:
         task = getcurrent()
@@ -620,6 +757,11 @@ def watch_deliveries(faults: FaultInjector, deliver: Callable[[Trigger, Source],
         faults.context_cpu[task] = faults.cpu_of()
         try:
             return deliver(trigger, source)
+        except Died:
+            note = faults.call_note.get(task)
+            if note is not None:
+                note.died = True
+            raise
         finally:
             faults.context.pop(task, None)
             faults.context_cpu.pop(task, None)
@@ -631,14 +773,53 @@ def watch_deliveries(faults: FaultInjector, deliver: Callable[[Trigger, Source],
 def watch_registrations(
     faults: FaultInjector, register: Callable[[str, datetime, str, Any], Any]
 ) -> Callable[..., Any]:
-    """The store's `register_wake`, noting each registration's time as the table keeps it."""
+    """The store's `register_wake`, noting each registration's time as the table keeps it, and
+    the registration its task wrote (what the client's 2xx, if it gets one, is for)."""
 
     def watched(instance_id: str, at: datetime, reg: str, window: Any = None) -> Any:
         stored = datetime.fromisoformat(format_time(at)).timestamp()
         faults.watch.registered_at[(instance_id, reg)] = stored
+        faults.registered[getcurrent()] = (instance_id, reg)
         return register(instance_id, at, reg, window)
 
     return watched
+
+
+def watch_acknowledgements(faults: FaultInjector, function: Function) -> None:
+    """The wake function, as its client sees it: an invocation that returns is the route's 2xx,
+    for the registration it wrote (the latest 2xx is the wake the client is owed)."""
+    inner = function.handler
+
+    def handler(payload: Any) -> Any:
+        task = getcurrent()
+        faults.registered.pop(task, None)
+        result = inner(payload)
+        written = faults.registered.pop(task, None)
+        if written is not None:
+            faults.acknowledge(*written)
+        return result
+
+    function.handler = handler
+
+
+def skewed_clock(
+    faults: FaultInjector, true_clock: Callable[[], datetime], rng: random.Random
+) -> Callable[[], datetime]:
+    """The clock the service reads: in each execution environment, the true time off by that
+    environment's own skew (drawn once, evenly within `CLOCK_SKEW_S`); the true time elsewhere."""
+    skews: dict[Cpu, timedelta] = {}
+
+    def clock() -> datetime:
+        now = true_clock()
+        cpu = faults.cpu_of()
+        if cpu is None:
+            return now
+        skew = skews.get(cpu)
+        if skew is None:
+            skew = skews[cpu] = timedelta(seconds=rng.uniform(-CLOCK_SKEW_S, CLOCK_SKEW_S))
+        return now + skew
+
+    return clock
 
 
 def trigger_bodies(bodies: list[str]) -> set[tuple[str, str, int]]:

@@ -111,14 +111,6 @@ def test_the_watch_sees_a_lost_wake(monkeypatch: pytest.MonkeyPatch) -> None:
     assert row.lost > 0 and not row.ok
 
 
-def test_a_duplicate_is_put_down_to_its_fault() -> None:
-    # when: hosts whose 2xx the caller never sees
-    row = run_row(next(c for c in CLASSES if c.name == "host answers 2xx after the timeout"), 0.1, wakes=200)
-    # then: each call after a 2xx is counted and explained by that fault
-    assert row.duplicates > 0
-    assert dict(row.causes) == {"host answers 2xx after the timeout": row.duplicates}
-
-
 class _LosesReplies(Io):
     """The table answers, but the replies of the next `count` requests to `operation` are lost."""
 
