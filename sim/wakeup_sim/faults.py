@@ -40,6 +40,7 @@ from botocore.exceptions import ClientError, ReadTimeoutError
 from greenlet import getcurrent
 
 from wakeup import aws
+from wakeup.deadlines import CLOCK_ERROR_S
 from wakeup.host_call import CallOutcome
 from wakeup.logic.delivery import Delivery, Source
 from wakeup.model import Trigger
@@ -105,10 +106,8 @@ STORE_KINDS = (Kind.APPLIES_LATE, Kind.STALE, Kind.UNPROCESSED)
 DELIVERY_KINDS = (Kind.TWICE, Kind.AFTER_DELETE, Kind.OUT_OF_ORDER)
 HOST = "host"
 # How far each execution environment's clock is off the true time, at most, either way (drawn
-# evenly per environment). AWS documents no bound for Lambda's clock; Lambda runs on EC2, whose
-# Amazon Time Sync Service keeps a clock within about a millisecond or two of UTC (docs/faults.md,
-# "Clocks"); ten milliseconds is five times that.
-CLOCK_SKEW_S = 0.010
+# evenly per environment): the bound the caller waits out past a wake's time (docs/faults.md, "Clocks").
+CLOCK_SKEW_S = CLOCK_ERROR_S
 CLOCK_RESOLUTION_S = 1e-6
 # An eventually consistent read, or an index, lags its table by up to this (docs/faults.md).
 STALE_S = 1.0

@@ -13,7 +13,7 @@ import pytest
 from faulty import throttled
 from moto_env import Deployed, Host, serving_host
 
-from wakeup.deadlines import AWS_REQUEST, lease_needed_s
+from wakeup.deadlines import AWS_REQUEST, CLOCK_ERROR_S, lease_needed_s
 from wakeup.logic.delivery import Caller, OutOfTimeError, Result, Source
 from wakeup.model import Trigger
 from wakeup.signing import SigningVersions
@@ -212,3 +212,36 @@ def test_an_outcome_write_is_tried_only_while_the_lease_holds(env: Deployed, hos
         caller_of(env, store, clock).deliver(trigger, Source.QUEUE)
     lease_s = env.settings.claim_lease_s + 2
     assert 1 < store.tries <= lease_s / AWS_REQUEST.worst_s + 1
+
+
+# -- the clocks (the fault matrix's skewed clocks) ------------------------------------------------
+
+
+def test_a_caller_whose_clock_runs_ahead_still_calls_no_earlier_than_the_wake(env: Deployed, host: Host) -> None:
+    # given a wake due in a second on the true clock, and a caller whose own clock reads the clocks'
+    # error bound ahead of it (only the caller's sleeps move either clock: the call is made at the
+    # moment the last sleep ends)
+    truth = Clock()
+    due = (truth() + timedelta(seconds=1)).replace(microsecond=0)  # as the table keeps it: whole ms
+    trigger = env.new_wake(env.new_instance(host.url), due)
+    ahead = Clock()
+    ahead.moment = truth() + timedelta(seconds=CLOCK_ERROR_S)
+
+    def sleep(seconds: float) -> None:
+        truth.pass_s(seconds)
+        ahead.pass_s(seconds)
+
+    caller = Caller(
+        env.store,
+        env.triggers,
+        env.settings,
+        clock=ahead,
+        sleep=sleep,
+        signing=env.signing,
+        time_left_s=ahead.time_left_s,
+    )
+    # when it is delivered
+    delivery = caller.deliver(trigger, Source.QUEUE)
+    # then the host is called, no earlier than the wake's time on the true clock
+    assert delivery.result is Result.CALLED and len(host.calls) == 1
+    assert truth() >= due

@@ -47,7 +47,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
 from wakeup import times
-from wakeup.deadlines import AWS_REQUEST, lease_needed_s
+from wakeup.deadlines import AWS_REQUEST, CLOCK_ERROR_S, lease_needed_s
 from wakeup.errors import UnavailableError
 from wakeup.host_call import CallOutcome, call_wake
 from wakeup.logic import retry
@@ -185,8 +185,9 @@ class Caller:
             logger.exception("wake not called: its call could not be signed", instance_id=instance.id)
             failed_at = max(self.clock(), instance.due)
             return self._failed(trigger, instance, CallOutcome(None, NOT_SIGNED), failed_at, None, lease_until_ms)
-        # From now, not from before the requests: the read and the claim took their time already.
-        self._wait_until(instance.due, self.clock())
+        # From now, not from before the requests: the read and the claim took their time already;
+        # past the due time by the clocks' error, so that a clock ahead does not call early.
+        self._wait_until(instance.due + timedelta(seconds=CLOCK_ERROR_S), self.clock())
         # The lease outlives the call whatever the requests since the claim took (DESIGN section 3).
         lease_left_s = (lease_until_ms - epoch_ms(self.clock())) / 1000
         if lease_left_s < lease_needed_s(call_s):
