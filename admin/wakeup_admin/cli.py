@@ -5,6 +5,9 @@
                                              secret, once each, one per line on stdout
     wakeup-admin accounts list
     wakeup-admin accounts revoke ID
+    wakeup-admin accounts rotate-token ID [--overlap 24h]
+                                             prints the new token once; the old one keeps
+                                             working beside it for the overlap, then is refused
     wakeup-admin accounts rotate-signing-secret ID [--overlap 24h]
                                              prints the new signing secret once; the old one
                                              keeps signing beside it for the overlap
@@ -30,7 +33,13 @@ from wakeup.api.models import attempt_reply, instance_reply
 from wakeup.errors import UnavailableError
 from wakeup.factories import signing_keys
 from wakeup.logic import history
-from wakeup.logic.accounts import mint_account, revoke_account, rotate_signing_secret, signing_secret
+from wakeup.logic.accounts import (
+    mint_account,
+    revoke_account,
+    rotate_signing_secret,
+    rotate_token,
+    signing_secret,
+)
 from wakeup.model import Account, Instance
 from wakeup.signing import SigningKeys
 from wakeup.table import DynamoStore
@@ -74,6 +83,16 @@ def _parser() -> argparse.ArgumentParser:
     accounts.add_parser("list", help="every account")
     accounts.add_parser("revoke", help="revoke an account and its instances' tokens").add_argument(
         "id", help="the account's id (accounts list)"
+    )
+    rotate_token_ = accounts.add_parser(
+        "rotate-token", help="a new account token; the old one keeps working for the overlap, then is refused"
+    )
+    rotate_token_.add_argument("id", help="the account's id (accounts list)")
+    rotate_token_.add_argument(
+        "--overlap",
+        type=_duration,
+        default=_duration(DEFAULT_OVERLAP),
+        help=f"how long the old token keeps working beside the new one: 0, 90s, 30m, 24h, 7d (default {DEFAULT_OVERLAP})",
     )
     rotate = accounts.add_parser(
         "rotate-signing-secret", help="a new signing secret; the old one keeps signing for the overlap"
@@ -194,6 +213,22 @@ def run(args: argparse.Namespace) -> int:
                 )
             else:
                 print(f"revoked account {revoked.id} ({revoked.label}) and its instances' tokens")
+        case "accounts", "rotate-token":
+            replaced = rotate_token(store, args.id, args.overlap) if is_id(args.id) else None
+            if replaced is None:
+                print(
+                    f"wakeup-admin: no live account {args.id} (none by that id, or revoked), or it was rotated"
+                    " meanwhile",
+                    file=sys.stderr,
+                )
+                return 1
+            account, token = replaced
+            print(
+                f"account {account.id} ({account.label}) has a new token, shown only now; the previous one works "
+                f"beside it until {format_time(now() + args.overlap)}, then is refused (401):",
+                file=sys.stderr,
+            )
+            print(token)
         case "accounts", "rotate-signing-secret":
             rotated = rotate_signing_secret(store, _keys(args), args.id, args.overlap) if is_id(args.id) else None
             if rotated is None:

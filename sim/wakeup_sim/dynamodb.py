@@ -451,6 +451,9 @@ class MemoryStore:
     def rotate_signing(self, account: Account, previous_until: datetime) -> Account | None:
         return self._requests.rotate_signing(account, previous_until)
 
+    def rotate_token(self, account_id: str, token_hash: str, previous_until: datetime) -> Account | None:
+        return self._requests.rotate_token(account_id, token_hash, previous_until)
+
     def revoke_account(self, account_id: str, now: datetime) -> bool:
         return self._requests.revoke_account(account_id, now)
 

@@ -3,7 +3,7 @@ signing secrets, which are derived rather than stored (see `wakeup.signing`)."""
 
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from wakeup.errors import UnavailableError
 from wakeup.model import Account
@@ -48,6 +48,18 @@ def revoke_account(store: Store, account_id: str, sleep: Callable[[float], None]
             return account
         sleep(_INDEX_WAIT_S * 2**read)
     raise UnavailableError("the account is revoked, but its index has not listed all its instances yet: revoke again")
+
+
+def rotate_token(
+    store: Store, account_id: str, overlap: timedelta, moment: datetime | None = None
+) -> tuple[Account, str] | None:
+    """A new token for the account, which exists only in this return value; the one it replaces
+    keeps working for `overlap` from `moment` (now), so its platform can move over without a
+    refused request. None when there is no such account, it is revoked, or another rotation won
+    the race."""
+    token = mint(TokenKind.ACCOUNT)
+    rotated = store.rotate_token(account_id, hash_token(token), (moment or now()) + overlap)
+    return (rotated, token) if rotated is not None else None
 
 
 def signing_secret(keys: SigningKeys, account: Account) -> str:

@@ -74,6 +74,9 @@ class DynamoStore:
     def set_account_limit(self, account_id: str, max_instances: int | None) -> Account | None:
         return self.accounts.set_account_limit(account_id, max_instances)
 
+    def rotate_token(self, account_id: str, token_hash: str, previous_until: datetime) -> Account | None:
+        return self.accounts.rotate_token(account_id, token_hash, previous_until)
+
     def revoke_account(self, account_id: str, now: datetime) -> bool:
         return self.accounts.revoke_account(account_id, now)
 

@@ -102,7 +102,7 @@ def account_of(item: Item) -> Account:
 
 
 def owner_of(item: Item) -> TokenOwner:
-    return TokenOwner(TokenKind(item["kind"]), item["account_id"], item.get("instance_id"))
+    return TokenOwner(TokenKind(item["kind"]), item["account_id"], item.get("instance_id"), _time(item.get("valid_until")))
 
 
 def instance_of(item: Item) -> Instance:
