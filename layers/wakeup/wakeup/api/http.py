@@ -138,5 +138,7 @@ def authenticate(event: APIGatewayProxyEventV2, store: Store, kind: TokenKind) -
     if owner is None or owner.kind is not kind:
         raise UnauthorizedError(f"this {kind.value} token is unknown or revoked")
     if not owner.valid_at(now()):  # replaced by a rotation, and its overlap is over
-        raise UnauthorizedError(f"this {kind.value} token was replaced by a new one and no longer works: use the new one")
+        raise UnauthorizedError(
+            f"this {kind.value} token was replaced by a new one and no longer works: use the new one"
+        )
     return owner

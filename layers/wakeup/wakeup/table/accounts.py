@@ -29,7 +29,6 @@ from wakeup.table.mechanics import Table, condition_failed
 from wakeup.times import format_time
 from wakeup.tokens import TokenKind
 
-
 # How often a revocation reads the account again when a rotation changed its token meanwhile.
 _REVOKE_ATTEMPTS = 3
 
@@ -56,7 +55,9 @@ class Accounts:
         found = self.db.client.get_item(
             TableName=self.db.table,
             Key=dump({"pk": account_key(account_id)}),
-            ProjectionExpression="signing_version, signing_previous, signing_previous_until",
+            ProjectionExpression=(
+                "signing_version, signing_previous, signing_previous_until, signing_master, signing_previous_master"
+            ),
         )
         return signing_of(load(found["Item"])) if "Item" in found else None
 
@@ -72,8 +73,9 @@ class Accounts:
     def list_accounts(self) -> list[Account]:
         return [account_of(item) for item in self.listed(ACCOUNTS_LIST)]
 
-    def create_account(self, label: str, token_hash: str, now: datetime) -> Account:
-        account = Account(id=str(uuid.uuid4()), label=label, created_at=now)
+    def create_account(self, label: str, token_hash: str, now: datetime, master: int = 1) -> Account:
+        """A new account, its signing secret derived from master version `master`."""
+        account = Account(id=str(uuid.uuid4()), label=label, created_at=now, signing=SigningVersions(1, master=master))
         self.db.client.transact_write_items(
             TransactItems=[
                 self.db.put_new(account_item(account, token_hash)),
@@ -82,9 +84,10 @@ class Accounts:
         )
         return account
 
-    def rotate_signing(self, account: Account, previous_until: datetime) -> Account | None:
-        """A new signing version for the account; the one it replaces keeps signing until
-        `previous_until`. None when the account changed meanwhile (another rotation, a revocation)."""
+    def rotate_signing(self, account: Account, previous_until: datetime, master: int = 1) -> Account | None:
+        """A new signing version for the account, derived from master version `master`; the one it
+        replaces keeps signing until `previous_until`. None when the account changed meanwhile
+        (another rotation, a revocation)."""
         current = account.signing.current
         unchanged = "signing_version = :current"
         if current == 1:  # an account made before signing existed has no version yet: it is 1
@@ -92,11 +95,18 @@ class Accounts:
         return self._update(
             account.id,
             UpdateExpression=(
-                "SET signing_version = :next, signing_previous = :current, signing_previous_until = :until"
+                "SET signing_version = :next, signing_previous = :current, signing_previous_until = :until,"
+                " signing_master = :master, signing_previous_master = :current_master"
             ),
             ConditionExpression=f"attribute_exists(pk) AND attribute_not_exists(revoked_at) AND {unchanged}",
             ExpressionAttributeValues=dump(
-                {":next": current + 1, ":current": current, ":until": format_time(previous_until)}
+                {
+                    ":next": current + 1,
+                    ":current": current,
+                    ":until": format_time(previous_until),
+                    ":master": master,
+                    ":current_master": account.signing.master,
+                }
             ),
         )
 
@@ -121,7 +131,9 @@ class Accounts:
                 "Update": {
                     "TableName": self.db.table,
                     "Key": dump({"pk": account_key(account_id)}),
-                    "UpdateExpression": "SET token_hash = :new, token_previous = :current, token_previous_until = :until",
+                    "UpdateExpression": (
+                        "SET token_hash = :new, token_previous = :current, token_previous_until = :until"
+                    ),
                     "ConditionExpression": "attribute_not_exists(revoked_at) AND token_hash = :current",
                     "ExpressionAttributeValues": dump({":new": token_hash, ":current": current, ":until": until}),
                 }
