@@ -107,8 +107,9 @@ def test_no_signing_secret_nor_the_master_key_is_in_any_output(
     for instance_id in (answering, failing):
         output.reply(api.instance(instance_id))
         # The caller records the outcome first, and the history item after it.
+        path = f"/wakeup/instances/{instance_id}/attempts"
         history = wait_until(
-            lambda: (reply := api.get(f"/wakeup/instances/{instance_id}/attempts")).json()["attempts"] and reply,
+            lambda path=path: (reply := api.get(path)).json()["attempts"] and reply,
             timeout=20,
             message="a call in the history",
         )
