@@ -181,7 +181,9 @@ class SigningKeys:
 
     def _read(self, force: bool) -> MasterKeys:
         try:  # Powertools' wrapper of Secrets Manager's errors
-            value = self.provider.get(self.master_secret_id, max_age=MASTER_MAX_AGE_S, force_fetch=force)
+            # force_fetch only when forcing: the simulator's providers take what the caller usually passes.
+            forcing = {"force_fetch": True} if force else {}
+            value = self.provider.get(self.master_secret_id, max_age=MASTER_MAX_AGE_S, **forcing)
         except GetParameterError as exc:
             raise UnavailableError("the signing master key could not be read") from exc
         if not isinstance(value, str) or not value:
