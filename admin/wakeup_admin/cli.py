@@ -5,12 +5,19 @@
                                              secret, once each, one per line on stdout
     wakeup-admin accounts list
     wakeup-admin accounts revoke ID
+    wakeup-admin accounts rotate-token ID [--overlap 24h]
+                                             prints the new token once; the old one keeps
+                                             working beside it for the overlap, then is refused
     wakeup-admin accounts rotate-signing-secret ID [--overlap 24h]
                                              prints the new signing secret once; the old one
                                              keeps signing beside it for the overlap
     wakeup-admin accounts limit ID --max-instances N   the account's own limit (--default: the service's)
     wakeup-admin accounts rate ID --per-second N       the account's own rate on the account routes
                                              (--default: the service's)
+    wakeup-admin master-key list             the master's versions, and how many accounts sign with each
+    wakeup-admin master-key add              a new master, current from now on (rotate each account's
+                                             signing secret to move it over)
+    wakeup-admin master-key retire VERSION   removes a version no live account signs with any more
     wakeup-admin instances list [--account ID]
     wakeup-admin instances show ID           the instance, and its calls of the last 7 days
     wakeup-admin wakes failing               pending wakes whose last call failed
@@ -28,11 +35,18 @@ from urllib.parse import urlsplit
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
+from wakeup import aws
 from wakeup.api.models import attempt_reply, instance_reply
 from wakeup.errors import UnavailableError
 from wakeup.factories import signing_keys
 from wakeup.logic import history
-from wakeup.logic.accounts import mint_account, revoke_account, rotate_signing_secret, signing_secret
+from wakeup.logic.accounts import (
+    mint_account,
+    revoke_account,
+    rotate_signing_secret,
+    rotate_token,
+    signing_secret,
+)
 from wakeup.logic.rates import ACCOUNT_WINDOW_S
 from wakeup.model import Account, Instance
 from wakeup.settings import MAX_ACCOUNT_REQUESTS_PER_S
@@ -40,6 +54,7 @@ from wakeup.signing import SigningKeys
 from wakeup.table import DynamoStore
 from wakeup.table.items import is_id
 from wakeup.times import format_time, now
+from wakeup_admin import master_keys
 
 DEFAULT_OVERLAP = "24h"
 _DURATION = re.compile(r"(\d+)([smhd]?)")
@@ -64,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--master-key-secret",
         default=os.environ.get("WAKEUP_MASTER_KEY_SECRET"),
-        help="the Secrets Manager secret of the signing master key, for mint and rotate-signing-secret "
+        help="the Secrets Manager secret of the signing master key, for mint, rotate-signing-secret and master-key "
         "(default: $WAKEUP_MASTER_KEY_SECRET; the stack's output SigningMasterKeyArn)",
     )
     topics = parser.add_subparsers(dest="topic", required=True)
@@ -78,6 +93,16 @@ def _parser() -> argparse.ArgumentParser:
     accounts.add_parser("list", help="every account")
     accounts.add_parser("revoke", help="revoke an account and its instances' tokens").add_argument(
         "id", help="the account's id (accounts list)"
+    )
+    rotate_token_ = accounts.add_parser(
+        "rotate-token", help="a new account token; the old one keeps working for the overlap, then is refused"
+    )
+    rotate_token_.add_argument("id", help="the account's id (accounts list)")
+    rotate_token_.add_argument(
+        "--overlap",
+        type=_duration,
+        default=_duration(DEFAULT_OVERLAP),
+        help=f"how long the old token works beside the new one: 0, 90s, 30m, 24h, 7d (default {DEFAULT_OVERLAP})",
     )
     rotate = accounts.add_parser(
         "rotate-signing-secret", help="a new signing secret; the old one keeps signing for the overlap"
@@ -99,6 +124,15 @@ def _parser() -> argparse.ArgumentParser:
     paced = rate.add_mutually_exclusive_group(required=True)
     paced.add_argument("--per-second", type=_rate, help=f"the account's own rate, 1 to {MAX_ACCOUNT_REQUESTS_PER_S}")
     paced.add_argument("--default", action="store_true", help="the service's rate again")
+
+    master = topics.add_parser(
+        "master-key", help="add, list and retire versions of the signing master key"
+    ).add_subparsers(dest="action", required=True)
+    master.add_parser("list", help="the versions, the current one, and how many live accounts sign with each")
+    master.add_parser("add", help="a new master version, current from now on; the others stay")
+    master.add_parser("retire", help="removes a version no live account signs with").add_argument(
+        "version", type=_positive, help="the version (master-key list)"
+    )
 
     instances = topics.add_parser("instances", help="list and inspect instances").add_subparsers(
         dest="action", required=True
@@ -176,6 +210,29 @@ def _keys(args: argparse.Namespace) -> SigningKeys:
     return signing_keys(args.master_key_secret)
 
 
+def _master_key(args: argparse.Namespace, store: DynamoStore, action: str) -> int:
+    secret_id = _keys(args).master_secret_id
+    client = aws.client("secretsmanager")
+    if action == "add":
+        added = master_keys.add(client, secret_id)
+        print(
+            f"master key version {added.current} added, and current: new accounts and every rotation derive from it."
+            f" Move each account to it with accounts rotate-signing-secret ID; once none signs with an older"
+            " version, master-key retire it"
+        )
+    elif action == "retire":
+        refusal = master_keys.retire(client, secret_id, store, args.version, now())
+        if refusal is not None:
+            print(f"wakeup-admin: {refusal}", file=sys.stderr)
+            return 1
+        print(f"master key version {args.version} retired")
+    else:
+        keys, used = master_keys.read(client, secret_id), master_keys.usage(store, now())
+        rows = [[str(v), "current" if v == keys.current else "-", str(used[v])] for v in sorted(keys.versions)]
+        _rows(["VERSION", "CURRENT", "ACCOUNTS SIGNING"], rows)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if not args.table:
         raise UsageError("no table: pass --table or set WAKEUP_TABLE (make run prints it)")
@@ -186,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
             if not args.label.strip():
                 raise UsageError("--label must say whose account it is; it was empty")
             keys = _keys(args)  # before minting: an account whose secret cannot be shown is no use
-            account, token = mint_account(store, args.label)
+            account, token = mint_account(store, args.label, keys.current_master())
             print(
                 f"minted account {account.id} ({account.label}); its token, then the secret its hosts verify "
                 "wakes with, are shown only now:",
@@ -212,6 +269,22 @@ def run(args: argparse.Namespace) -> int:
                 )
             else:
                 print(f"revoked account {revoked.id} ({revoked.label}) and its instances' tokens")
+        case "accounts", "rotate-token":
+            replaced = rotate_token(store, args.id, args.overlap) if is_id(args.id) else None
+            if replaced is None:
+                print(
+                    f"wakeup-admin: no live account {args.id} (none by that id, or revoked), or it was rotated"
+                    " meanwhile",
+                    file=sys.stderr,
+                )
+                return 1
+            account, token = replaced
+            print(
+                f"account {account.id} ({account.label}) has a new token, shown only now; the previous one works "
+                f"beside it until {format_time(now() + args.overlap)}, then is refused (401):",
+                file=sys.stderr,
+            )
+            print(token)
         case "accounts", "rotate-signing-secret":
             rotated = rotate_signing_secret(store, _keys(args), args.id, args.overlap) if is_id(args.id) else None
             if rotated is None:
@@ -257,6 +330,8 @@ def run(args: argparse.Namespace) -> int:
                 f"account {paced.id} ({paced.label}) may send {shown} on the account routes, counted over"
                 f" {ACCOUNT_WINDOW_S} s windows"
             )
+        case "master-key", action:
+            return _master_key(args, store, action)
         case "instances", "list":
             if args.account is not None and (not is_id(args.account) or store.get_account(args.account) is None):
                 print(f"wakeup-admin: no account {args.account}", file=sys.stderr)

@@ -448,8 +448,11 @@ class MemoryStore:
 
     # -- what a simulation does not do: `DynamoStore`'s requests (most raise NotImplementedError) --
 
-    def rotate_signing(self, account: Account, previous_until: datetime) -> Account | None:
-        return self._requests.rotate_signing(account, previous_until)
+    def rotate_signing(self, account: Account, previous_until: datetime, master: int = 1) -> Account | None:
+        return self._requests.rotate_signing(account, previous_until, master)
+
+    def rotate_token(self, account_id: str, token_hash: str, previous_until: datetime) -> Account | None:
+        return self._requests.rotate_token(account_id, token_hash, previous_until)
 
     def revoke_account(self, account_id: str, now: datetime) -> bool:
         return self._requests.revoke_account(account_id, now)
@@ -462,8 +465,8 @@ class MemoryStore:
 
     # -- accounts and instances (what a scenario needs to set up its hosts) ---------------------
 
-    def create_account(self, label: str, token_hash: str, now: datetime) -> Account:
-        account = Account(id=str(uuid.uuid4()), label=label, created_at=now)
+    def create_account(self, label: str, token_hash: str, now: datetime, master: int = 1) -> Account:
+        account = Account(id=str(uuid.uuid4()), label=label, created_at=now, signing=SigningVersions(1, master=master))
         for item in (account_item(account, token_hash), token_item(token_hash, TokenKind.ACCOUNT, account.id)):
             self.items[item["pk"]] = item
         return account

@@ -57,6 +57,35 @@ def test_rotating_the_signing_secret_prints_a_new_one_once(stack: Any) -> None:
     assert "signs beside it until" in rotated.stderr
 
 
+def _status(stack: Any, token: str) -> int:
+    reply = requests.get(f"{stack.url}/wakeup/instances", headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    return reply.status_code
+
+
+def test_rotating_the_token_prints_a_new_one_and_the_old_one_works_for_the_overlap(stack: Any) -> None:
+    # given
+    label = f"token-rotating-{uuid.uuid4().hex[:8]}"
+    old = admin(stack, "accounts", "mint", "--label", label).stdout.splitlines()[0]
+    # when
+    rotated = admin(stack, "accounts", "rotate-token", id_of_account(stack, label), "--overlap", "2h")
+    # then
+    assert rotated.returncode == 0, rotated.stderr
+    [new] = rotated.stdout.splitlines()
+    assert new.startswith("swa_") and new != old
+    assert "works beside it until" in rotated.stderr and new not in rotated.stderr
+    assert _status(stack, new) == 200 and _status(stack, old) == 200
+
+
+def test_rotating_the_token_with_no_overlap_refuses_the_old_one_at_once(stack: Any) -> None:
+    label = f"token-now-{uuid.uuid4().hex[:8]}"
+    old = admin(stack, "accounts", "mint", "--label", label).stdout.splitlines()[0]
+
+    rotated = admin(stack, "accounts", "rotate-token", id_of_account(stack, label), "--overlap", "0")
+
+    assert rotated.returncode == 0, rotated.stderr
+    assert _status(stack, rotated.stdout.strip()) == 200 and _status(stack, old) == 401
+
+
 def test_rotating_an_unknown_or_revoked_account_fails_clearly(stack: Any) -> None:
     unknown = admin(stack, "accounts", "rotate-signing-secret", "0b7e1f0e-6f43-4c5e-9d55-3b1f6d3c2a10")
     assert unknown.returncode == 1 and "no live account" in unknown.stderr

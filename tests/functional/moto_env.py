@@ -203,7 +203,9 @@ def imported_handler(function: str) -> ModuleType:
     """functions/<function>/<function>_handler.py imported once for the test session. A handler
     reads its settings at import (Lambda's init), so the import sees a table's name; the `env`
     fixture then points the factories at each test's own resources."""
-    with environment({"WAKEUP_TABLE": "imported-before-any-test"}):
+    with environment(
+        {"WAKEUP_TABLE": "imported-before-any-test", "WAKEUP_MASTER_KEY_SECRET": "imported-before-any-test"}
+    ):
         module = importlib.import_module(f"{function}_handler")
     factories.reset()
     return module

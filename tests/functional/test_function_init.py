@@ -8,7 +8,10 @@ import sys
 import pytest
 from moto_env import ROOT
 
+from wakeup.factories import NO_MASTER_KEY
+
 FUNCTIONS = ["instances", "wake", "caller", "sweeper", "planner"]
+MASTER_KEY_SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:SigningMasterKey-AbCdEf"
 
 
 def init(function: str, settings: dict[str, str], then: str = "") -> subprocess.CompletedProcess[str]:
@@ -16,6 +19,8 @@ def init(function: str, settings: dict[str, str], then: str = "") -> subprocess.
     (then runs `then`)."""
     env = {key: value for key, value in os.environ.items() if not key.startswith(("WAKEUP_", "POWERTOOLS_"))}
     env.update(settings, PYTHONPATH=str(ROOT / "functions" / function))
+    if function == "caller":  # the caller does not start without a master key (tested below)
+        env.setdefault("WAKEUP_MASTER_KEY_SECRET", MASTER_KEY_SECRET)
     code = f"import {function}_handler\n{then}"
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
 
@@ -33,6 +38,12 @@ def test_invalid_settings_fail_the_init_with_the_reason(function: str) -> None:
 def test_valid_settings_pass_the_init(function: str) -> None:
     result = init(function, {"WAKEUP_TABLE": "t", "WAKEUP_SQS_HORIZON_S": "91"})
     assert result.returncode == 0, result.stderr
+
+
+def test_a_caller_without_a_master_key_fails_its_init_with_the_reason() -> None:
+    result = init("caller", {"WAKEUP_TABLE": "t", "WAKEUP_MASTER_KEY_SECRET": ""})
+    assert result.returncode != 0
+    assert f"SettingsError: {NO_MASTER_KEY}" in result.stderr
 
 
 def test_invalid_planner_settings_fail_the_planners_init_with_the_reason() -> None:

@@ -23,7 +23,7 @@ from sample_events import (
 )
 
 from wakeup import factories
-from wakeup.addresses import REFUSED_URL
+from wakeup.addresses import HTTPS_ONLY, REFUSED_URL
 from wakeup.errors import WakeupError
 from wakeup.logic.accounts import mint_account
 from wakeup.tokens import TokenKind, hash_token, mint
@@ -340,6 +340,13 @@ def test_dynamodb_failing_underneath_is_503(account: str, code: str) -> None:
         "http://[fd00::1]:8080",
         "http://[::ffff:169.254.169.254]",
         "http://0.0.0.0",
+        "http://198.18.0.1",  # benchmarking
+        "http://192.0.0.9",
+        "http://[2002:a9fe:a9fe::1]",  # 6to4 of 169.254.169.254
+        "http://[64:ff9b::a00:1]",  # NAT64 of 10.0.0.1
+        "http://[64:ff9b:1::a00:1]",
+        "http://[::10.0.0.1]",  # IPv4-compatible
+        "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]",  # Teredo
     ],
 )
 def test_a_url_whose_host_is_a_denied_address_is_refused(account: str, url: str) -> None:
@@ -347,6 +354,35 @@ def test_a_url_whose_host_is_a_denied_address_is_refused(account: str, url: str)
 
     assert reply.status == 400
     assert reply.error == REFUSED_URL
+
+
+@pytest.mark.parametrize(
+    ("settings", "url", "error"),
+    [
+        ({"WAKEUP_CALL_HTTPS_ONLY": "true"}, "http://host.example.com", HTTPS_ONLY),
+        (
+            {"WAKEUP_CALL_ALLOWED_PORTS": "443,8000-8999"},
+            "https://host.example.com:9000/app",
+            "url's port is not one this service calls: it calls ports 443, 8000-8999",
+        ),
+        (
+            {"WAKEUP_CALL_ALLOWED_PORTS": "443"},
+            "http://host.example.com",  # port 80, the scheme's default
+            "url's port is not one this service calls: it calls ports 443",
+        ),
+    ],
+)
+def test_a_url_the_operator_s_call_settings_refuse_is_400(
+    account: str, monkeypatch: pytest.MonkeyPatch, settings: dict[str, str], url: str, error: str
+) -> None:
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
+    factories.reset()
+
+    reply = register(account, url=url)
+
+    assert (reply.status, reply.error) == (400, error)
+    assert register(account, url="https://host.example.com:443/app").status == 201  # what they do allow
 
 
 def test_a_url_whose_host_is_an_allowed_address_is_registered(account: str) -> None:

@@ -1,6 +1,6 @@
 """What each function prints, run on its sample event as Lambda runs it: JSON logs with the ids that
 tie them to a request, EMF metrics in the `Wakeup` namespace with the function's `service`
-dimension, and never a token or a token's hash (issue 5).
+dimension, and never a token or a token's hash (issue 5), a signing secret or the master key (issue 38).
 
 Each run is a cold start in a Python process of its own, with the function's environment as
 `template.yaml` defines it (Globals and its own variables, resolved against resources made from the
@@ -23,6 +23,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 from moto_env import REGION, ROOT, Host, serving_host, template_resources
 from sample_events import PUT_WAKE, REGISTER_INSTANCE, api_event, load_event, sqs_batch
@@ -30,6 +31,7 @@ from sample_events import PUT_WAKE, REGISTER_INSTANCE, api_event, load_event, sq
 from wakeup.addresses import LOOPBACK_CIDRS
 from wakeup.logic.accounts import mint_account
 from wakeup.model import Trigger
+from wakeup.signing import MasterKeys, derive_key, secret_text
 from wakeup.table import DynamoStore
 from wakeup.times import format_time, now
 from wakeup.tokens import TokenKind, hash_token, mint
@@ -90,6 +92,8 @@ class Run:
     stderr: str
     # Every token the run's table or event holds: none of them, nor their hashes, may be printed.
     tokens: list[str] = field(default_factory=list)
+    # The master key and every account's signing secret when it ran: none may be printed.
+    secrets: list[str] = field(default_factory=list)
 
     @property
     def service(self) -> str:
@@ -190,13 +194,28 @@ def run(stack: Stack, logical_id: str, event: dict[str, Any], tokens: list[str],
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(result_path.read_text())
-    return Run(function, event, request_id, result, done.stdout, done.stderr, tokens)
+    return Run(function, event, request_id, result, done.stdout, done.stderr, tokens, signing_secrets(stack))
 
 
-def registered_instance(stack: Stack, url: str, at_offset: timedelta | None = None) -> tuple[Trigger | None, list[str]]:
+def signing_secrets(stack: Stack) -> list[str]:
+    """The master key's text, each master version in it, and every account's signing secret."""
+    secret_id = stack.functions["CallerFunction"].environment["WAKEUP_MASTER_KEY_SECRET"]
+    client = boto3.client("secretsmanager", endpoint_url=stack.endpoint, region_name=REGION)
+    text = client.get_secret_value(SecretId=secret_id)["SecretString"]
+    masters = MasterKeys.parse(text)
+    found = [text, *masters.versions.values()]
+    for account in stack.store.list_accounts():
+        for master in masters.versions:
+            found.append(secret_text(derive_key(masters.versions[master], account.id, account.signing.current)))
+    return found
+
+
+def registered_instance(
+    stack: Stack, url: str, at_offset: timedelta | None = None, master: int = 1
+) -> tuple[Trigger | None, list[str]]:
     """An instance registered with minted tokens (and a wake `at_offset` from now, written to the
-    table but not armed); its trigger and the tokens."""
-    _, account_token = mint_account(stack.store, "observability")
+    table but not armed), of an account of master version `master`; its trigger and the tokens."""
+    _, account_token = mint_account(stack.store, "observability", master)
     account = stack.store.owner_of(hash_token(account_token))
     assert account is not None
     instance_token = mint(TokenKind.INSTANCE)
@@ -282,6 +301,17 @@ def caller_failed_run(stack: Stack, tmp: Path, failing_host: Host) -> Run:
 
 
 @pytest.fixture(scope="module")
+def caller_unsigned_run(stack: Stack, tmp: Path, answering_host: Host) -> Run:
+    # An account whose master version the secret lacks: the call cannot be signed, so it is not
+    # made, and the failure is logged and recorded with the master key in the caller's memory.
+    trigger, tokens = registered_instance(stack, answering_host.url + "/unsigned", timedelta(0), master=9)
+    assert trigger is not None
+    done = run(stack, "CallerFunction", sqs_batch(trigger), tokens, tmp)
+    assert [call for call in answering_host.calls if call.path.startswith("/unsigned")] == []
+    return done
+
+
+@pytest.fixture(scope="module")
 def caller_stale_run(stack: Stack, tmp: Path) -> Run:
     # A schedule that fired with an older registration's trigger: the instance (with its tokens in
     # the table) has registered a newer wake since, which the run reads and arms again.
@@ -305,7 +335,15 @@ def sweeper_run(endpoint: str, cleanup: ExitStack, tmp: Path) -> Run:
     return done
 
 
-RUNS = ["instances_run", "wake_run", "caller_called_run", "caller_failed_run", "caller_stale_run", "sweeper_run"]
+RUNS = [
+    "instances_run",
+    "wake_run",
+    "caller_called_run",
+    "caller_failed_run",
+    "caller_unsigned_run",
+    "caller_stale_run",
+    "sweeper_run",
+]
 API_RUNS = ["instances_run", "wake_run"]
 
 
@@ -440,6 +478,30 @@ def test_no_token_nor_its_hash_is_printed(request: pytest.FixtureRequest, name: 
         assert token[4:] not in printed
         assert hash_token(token) not in printed
         assert hash_token(token).upper() not in printed
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_no_signing_secret_nor_the_master_key_is_printed(request: pytest.FixtureRequest, name: str) -> None:
+    run_ = the(request, name)
+    printed = run_.stdout + run_.stderr + json.dumps(run_.result)
+    assert len(run_.secrets) >= 3, "the run must know the master key and the accounts' secrets"
+    assert "whsec_" not in printed
+    for secret in run_.secrets:
+        assert secret.removeprefix("whsec_") not in printed
+
+
+def test_no_history_item_holds_a_signing_secret_nor_the_master_key(
+    stack: Stack, caller_called_run: Run, caller_failed_run: Run, caller_unsigned_run: Run
+) -> None:
+    items = stack.store.client.scan(TableName=stack.store.table)["Items"]
+    calls = [item for item in items if item["pk"]["S"].startswith("ATTEMPT#")]
+    # a call answered and one failed (one that could not be signed is no call: its instance item
+    # records the failure, and is scanned too)
+    assert len(calls) >= 2
+    stored = json.dumps(items)
+    assert "whsec_" not in stored
+    for secret in caller_unsigned_run.secrets:
+        assert secret.removeprefix("whsec_") not in stored
 
 
 def test_the_api_runs_handled_real_tokens(instances_run: Run, wake_run: Run) -> None:

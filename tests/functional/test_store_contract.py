@@ -94,6 +94,25 @@ def test_an_accounts_signing_versions_are_read_and_an_unknown_account_has_none(t
     assert table.store.signing_versions(str(uuid.uuid4())) is None
 
 
+def test_a_rotated_account_token_names_the_account_and_the_replaced_one_until_its_overlap_ends(
+    resources: Deployed,
+) -> None:
+    # DynamoStore's only: the simulator rotates no token, as it revokes none.
+    table = Table(resources.store)
+    old, new, newest = (uuid.uuid4().hex for _ in range(3))
+    account = table.store.create_account("contract", old, now())
+    until = whole_ms(now() + timedelta(hours=1))
+
+    assert table.store.rotate_token(account.id, new, until) is not None
+
+    replaced, current = table.store.owner_of(old), table.store.owner_of(new)
+    assert replaced is not None and replaced.account_id == account.id and replaced.valid_until == until
+    assert current is not None and current.account_id == account.id and current.valid_until is None
+    # A second rotation ends the first one's overlap: its replaced token is gone.
+    assert table.store.rotate_token(account.id, newest, until) is not None
+    assert table.store.owner_of(old) is None and table.store.owner_of(new) is not None
+
+
 def test_a_registration_for_an_unknown_instance_is_refused(table: Table) -> None:
     assert table.store.register_wake(str(uuid.uuid4()), now(), uuid.uuid4().hex) is None
 

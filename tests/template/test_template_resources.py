@@ -137,6 +137,8 @@ def test_globals_give_every_function_the_runtime_tracing_layer_and_settings(
         "WAKEUP_WAKE_WINDOW_S": {"Ref": "WakeWindowSeconds"},
         "WAKEUP_CALL_DENIED_CIDRS": {"Ref": "CallDeniedCidrs"},
         "WAKEUP_CALL_ALLOWED_CIDRS": {"Ref": "CallAllowedCidrs"},
+        "WAKEUP_CALL_HTTPS_ONLY": {"Ref": "CallHttpsOnly"},
+        "WAKEUP_CALL_ALLOWED_PORTS": {"Ref": "CallAllowedPorts"},
     }
 
 

@@ -114,12 +114,23 @@ def test_a_lead_of_sixty_with_a_horizon_of_sixty_is_refused_with_a_reason(templa
     assert refused == ["SqsHorizonSeconds must be greater than ScheduleLeadSeconds (60)."]
 
 
-def test_the_address_ranges_default_to_the_services_own_on_aws(template: dict[str, Any]) -> None:
-    # On AWS the caller refuses internal ranges and allows none back; the local stack, whose hosts
-    # are on this machine, allows loopback (tests/local).
+def test_the_call_settings_default_to_the_services_own_on_aws(template: dict[str, Any]) -> None:
+    # On AWS the caller refuses what is not global and allows none back, over http and https on any
+    # port; the local stack, whose hosts are on this machine, allows loopback (tests/local).
     parameters = template["Parameters"]
-    assert parameters["CallDeniedCidrs"]["Default"] == Settings.model_fields["call_denied_cidrs"].default
-    assert parameters["CallAllowedCidrs"]["Default"] == Settings.model_fields["call_allowed_cidrs"].default == ""
+    fields = Settings.model_fields
+    assert parameters["CallDeniedCidrs"]["Default"] == fields["call_denied_cidrs"].default == ""
+    assert parameters["CallAllowedCidrs"]["Default"] == fields["call_allowed_cidrs"].default == ""
+    assert parameters["CallHttpsOnly"]["Default"] == str(fields["call_https_only"].default).lower() == "false"
+    assert parameters["CallAllowedPorts"]["Default"] == fields["call_allowed_ports"].default == ""
+
+
+@pytest.mark.parametrize(("https_only", "ports"), [("true", "443"), ("false", "443,8000-8999"), ("true", "")])
+def test_the_template_s_call_settings_are_ones_the_functions_take(https_only: str, ports: str) -> None:
+    settings = load_settings(
+        {"WAKEUP_TABLE": "t", "WAKEUP_CALL_HTTPS_ONLY": https_only, "WAKEUP_CALL_ALLOWED_PORTS": ports}
+    )
+    assert settings.address_policy.https_only == (https_only == "true")
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from cryptography.x509.oid import NameOID
 from urllib3.exceptions import NewConnectionError
 
 from wakeup import __version__
-from wakeup.addresses import REFUSED_CALL, AddressPolicy
+from wakeup.addresses import HTTPS_ONLY, REFUSED_CALL, AddressPolicy
 from wakeup.host_call import CallOutcome, call_wake, describe_failure, outcome_of_status
 
 INSTANCE_ID = "6f1c2a9e-3a55-4b8e-9a57-0d2f4e1f7c11"
@@ -313,8 +313,8 @@ def two_loopback_hosts() -> Iterator[tuple[Host, Host, int]]:
         server.server_close()
 
 
-# Only 127.0.0.2 stands for an internal range here: no test ever leaves loopback.
-INTERNAL_ONLY = AddressPolicy.of("127.0.0.2/32")
+# Only 127.0.0.1 is allowed back, so 127.0.0.2 stands for an internal range: no test ever leaves loopback.
+INTERNAL_ONLY = AddressPolicy.of(allowed="127.0.0.1/32")
 
 
 def test_a_name_that_rebinds_after_the_check_is_called_at_the_address_checked(
@@ -363,6 +363,28 @@ def test_a_denied_literal_address_is_not_called(two_loopback_hosts: tuple[Host, 
     outcome = call_wake(f"http://127.0.0.2:{port}", INSTANCE_ID, timeout_s=5, addresses=INTERNAL_ONLY)
 
     assert outcome.refused and internal.requests == []
+
+
+@pytest.mark.parametrize(
+    ("policy", "error"),
+    [
+        (AddressPolicy.of(allowed="127.0.0.1/32", https_only=True), HTTPS_ONLY),
+        (
+            AddressPolicy.of(allowed="127.0.0.1/32", ports="443"),
+            "url's port is not one this service calls: it calls ports 443",
+        ),
+    ],
+)
+def test_a_scheme_or_port_the_operator_narrowed_away_is_not_called(
+    two_loopback_hosts: tuple[Host, Host, int], policy: AddressPolicy, error: str
+) -> None:
+    # Registered before the operator narrowed the settings: the call itself refuses it.
+    allowed, _, port = two_loopback_hosts
+
+    outcome = call_wake(f"http://127.0.0.1:{port}", INSTANCE_ID, timeout_s=5, addresses=policy)
+
+    assert outcome == CallOutcome(status=None, error=error)
+    assert allowed.requests == []
 
 
 def test_a_name_that_does_not_resolve_is_named_so(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,7 @@ from aws_lambda_powertools.utilities.parameters.secrets import SecretsProvider
 
 from wakeup import aws
 from wakeup.logic.rates import AccountThrottle
-from wakeup.settings import get_settings
+from wakeup.settings import SettingsError, get_settings
 from wakeup.signing import SigningKeys
 from wakeup.table import DynamoStore
 from wakeup.table.pending import PendingIndex
@@ -37,13 +37,27 @@ def get_triggers() -> Triggers:
     return Triggers(get_settings())
 
 
-@functools.cache
-def get_signing_keys() -> SigningKeys | None:
-    """The keys that sign wakes; None when no master key is configured (calls go unsigned)."""
+NO_MASTER_KEY = (
+    "WAKEUP_MASTER_KEY_SECRET is empty: the caller signs every wake and does not start without the"
+    " signing master key's secret (the template sets it: its SigningMasterKey, or"
+    " ExistingMasterKeySecretArn; the local stack makes one)"
+)
+
+
+def require_master_key() -> str:
+    """The master key's secret id; `SettingsError` when there is none. The caller checks it at its
+    init: a caller that sent unsigned wakes would have hosts that verify refuse every one, and
+    hosts that do not verify it accept anyone's."""
     secret_id = get_settings().master_key_secret
     if not secret_id:
-        return None
-    return signing_keys(secret_id)
+        raise SettingsError(NO_MASTER_KEY)
+    return secret_id
+
+
+@functools.cache
+def get_signing_keys() -> SigningKeys:
+    """The keys that sign wakes, from the configured master key (`SettingsError` without one)."""
+    return signing_keys(require_master_key())
 
 
 def signing_keys(secret_id: str, client: Any = None) -> SigningKeys:

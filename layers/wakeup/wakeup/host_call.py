@@ -112,6 +112,10 @@ def call_wake(
     target = urlsplit(wake_url(url))
     host = target.hostname or ""
     port = target.port or (443 if target.scheme == "https" else 80)
+    # The operator may have narrowed the schemes or ports since the URL was registered.
+    narrowed = addresses.url_refusal(target.scheme, port) if addresses is not None else None
+    if narrowed is not None:
+        return CallOutcome(status=None, error=narrowed)
     try:
         checked = list(_lookups.submit(resolver, host, port).result(timeout=timeout_s))
     except FutureTimeout:

@@ -29,6 +29,11 @@ class TokenOwner:
     kind: TokenKind
     account_id: str
     instance_id: str | None = None
+    # An account token replaced by a rotation works until then (None: until it is revoked).
+    valid_until: datetime | None = None
+
+    def valid_at(self, moment: datetime) -> bool:
+        return self.valid_until is None or moment < self.valid_until
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from wakeup.addresses import DEFAULT_DENIED_CIDRS, AddressPolicy, parse_networks
+from wakeup.addresses import AddressPolicy, parse_networks, parse_ports
 from wakeup.deadlines import shortest_lease_s
 
 SQS_MAX_DELAY_S = 900
@@ -52,7 +52,7 @@ class Settings(BaseModel):
     # The sweeper re-arms a pending wake this long overdue with no live claim (its trigger was lost).
     sweep_grace_s: int = Field(30, alias="WAKEUP_SWEEP_GRACE_S", ge=0)
     # The Secrets Manager secret (ARN or name) holding the master key each account's signing
-    # secret is derived from; empty: calls go unsigned (only a test's caller runs without it).
+    # secret is derived from; the caller does not start without it (wakeup.factories).
     master_key_secret: str = Field("", alias="WAKEUP_MASTER_KEY_SECRET")
     # 0: retry for as long as the registration stands.
     max_wake_age_s: int = Field(0, alias="WAKEUP_MAX_WAKE_AGE_S", ge=0)
@@ -64,10 +64,14 @@ class Settings(BaseModel):
     # Requests a second an account may send on the account routes (wakeup-admin sets an account's
     # own): its count's item takes at most a partition's 1,000 writes a second (wakeup.logic.rates).
     account_requests_per_s: int = Field(100, alias="WAKEUP_ACCOUNT_REQUESTS_PER_S", ge=1, le=MAX_ACCOUNT_REQUESTS_PER_S)
-    # Address ranges the caller never calls (comma-separated CIDRs), less those allowed anyway:
-    # by default the internal ones (wakeup.addresses); the local stack allows loopback.
-    call_denied_cidrs: str = Field(DEFAULT_DENIED_CIDRS, alias="WAKEUP_CALL_DENIED_CIDRS")
+    # Where the caller calls: only global addresses (wakeup.addresses), less the ranges denied here,
+    # plus those allowed back (the local stack allows loopback); HTTPS only, and only these ports
+    # (comma-separated, ranges as 8000-8999), when the operator narrows them. The defaults call
+    # http and https on any port.
+    call_denied_cidrs: str = Field("", alias="WAKEUP_CALL_DENIED_CIDRS")
     call_allowed_cidrs: str = Field("", alias="WAKEUP_CALL_ALLOWED_CIDRS")
+    call_https_only: bool = Field(False, alias="WAKEUP_CALL_HTTPS_ONLY")
+    call_allowed_ports: str = Field("", alias="WAKEUP_CALL_ALLOWED_PORTS")
 
     @field_validator("call_denied_cidrs", "call_allowed_cidrs")
     @classmethod
@@ -75,10 +79,18 @@ class Settings(BaseModel):
         parse_networks(value)  # a ValueError names the range that is not one
         return value
 
+    @field_validator("call_allowed_ports")
+    @classmethod
+    def _ports(cls, value: str) -> str:
+        parse_ports(value)  # a ValueError names the port that is not one
+        return value
+
     @functools.cached_property
     def address_policy(self) -> AddressPolicy:
-        """The addresses the caller may not call, from the two settings above."""
-        return AddressPolicy.of(self.call_denied_cidrs, self.call_allowed_cidrs)
+        """Where the caller may call, from the four settings above."""
+        return AddressPolicy.of(
+            self.call_denied_cidrs, self.call_allowed_cidrs, self.call_https_only, self.call_allowed_ports
+        )
 
     @model_validator(mode="after")
     def _consistent(self) -> "Settings":

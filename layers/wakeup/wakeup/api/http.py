@@ -28,6 +28,7 @@ from wakeup.errors import (
 from wakeup.model import TokenOwner
 from wakeup.observability import logger
 from wakeup.table import Store
+from wakeup.times import now
 from wakeup.tokens import PREFIXES, TokenKind, hash_token, is_token
 
 MAX_BODY_BYTES = 16 * 1024
@@ -141,4 +142,8 @@ def authenticate(event: APIGatewayProxyEventV2, store: Store, kind: TokenKind) -
     owner = store.owner_of(hash_token(match.group(1)))
     if owner is None or owner.kind is not kind:
         raise UnauthorizedError(f"this {kind.value} token is unknown or revoked")
+    if not owner.valid_at(now()):  # replaced by a rotation, and its overlap is over
+        raise UnauthorizedError(
+            f"this {kind.value} token was replaced by a new one and no longer works: use the new one"
+        )
     return owner

@@ -214,8 +214,8 @@ class Caller:
             return []
         versions = self._signing_versions(instance.account_id)
         if versions is None:  # accounts are never deleted; an unknown one signs with its first version
-            return self.signing.keys(instance.account_id, [1])
-        return self.signing.keys(instance.account_id, versions.signing_at(moment))
+            versions = SigningVersions(current=1)
+        return self.signing.keys_at(instance.account_id, versions, moment)
 
     def _signing_versions(self, account_id: str) -> SigningVersions | None:
         if self.versions is None:

@@ -40,7 +40,11 @@ def register(
     that holds as many instances as it may (its own limit, else `max_instances`) 403.
     """
     normalised = normalise_url(url)
-    literal = literal_address(urlsplit(normalised).hostname or "")
+    parts = urlsplit(normalised)
+    refusal = addresses.url_refusal(parts.scheme, parts.port or (443 if parts.scheme == "https" else 80))
+    if refusal is not None:
+        raise BadRequestError(refusal)
+    literal = literal_address(parts.hostname or "")
     if literal is not None and addresses.refuses(literal):
         raise BadRequestError(REFUSED_URL)
     if not is_token(token, TokenKind.INSTANCE):

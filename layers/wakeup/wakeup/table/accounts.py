@@ -1,11 +1,14 @@
 """Accounts and their tokens in the table: created, read, listed, rotated, limited and revoked."""
 
+import math
 import uuid
 from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from wakeup import aws
+from wakeup.errors import UnavailableError
 from wakeup.model import Account, TokenOwner
 from wakeup.signing import SigningVersions
 from wakeup.table.items import (
@@ -25,6 +28,9 @@ from wakeup.table.items import (
 from wakeup.table.mechanics import Table, condition_failed
 from wakeup.times import format_time
 from wakeup.tokens import TokenKind
+
+# How often a revocation reads the account again when a rotation changed its token meanwhile.
+_REVOKE_ATTEMPTS = 3
 
 
 class Accounts:
@@ -49,7 +55,9 @@ class Accounts:
         found = self.db.client.get_item(
             TableName=self.db.table,
             Key=dump({"pk": account_key(account_id)}),
-            ProjectionExpression="signing_version, signing_previous, signing_previous_until",
+            ProjectionExpression=(
+                "signing_version, signing_previous, signing_previous_until, signing_master, signing_previous_master"
+            ),
         )
         return signing_of(load(found["Item"])) if "Item" in found else None
 
@@ -65,8 +73,9 @@ class Accounts:
     def list_accounts(self) -> list[Account]:
         return [account_of(item) for item in self.listed(ACCOUNTS_LIST)]
 
-    def create_account(self, label: str, token_hash: str, now: datetime) -> Account:
-        account = Account(id=str(uuid.uuid4()), label=label, created_at=now)
+    def create_account(self, label: str, token_hash: str, now: datetime, master: int = 1) -> Account:
+        """A new account, its signing secret derived from master version `master`."""
+        account = Account(id=str(uuid.uuid4()), label=label, created_at=now, signing=SigningVersions(1, master=master))
         self.db.client.transact_write_items(
             TransactItems=[
                 self.db.put_new(account_item(account, token_hash)),
@@ -75,9 +84,10 @@ class Accounts:
         )
         return account
 
-    def rotate_signing(self, account: Account, previous_until: datetime) -> Account | None:
-        """A new signing version for the account; the one it replaces keeps signing until
-        `previous_until`. None when the account changed meanwhile (another rotation, a revocation)."""
+    def rotate_signing(self, account: Account, previous_until: datetime, master: int = 1) -> Account | None:
+        """A new signing version for the account, derived from master version `master`; the one it
+        replaces keeps signing until `previous_until`. None when the account changed meanwhile
+        (another rotation, a revocation)."""
         current = account.signing.current
         unchanged = "signing_version = :current"
         if current == 1:  # an account made before signing existed has no version yet: it is 1
@@ -85,13 +95,71 @@ class Accounts:
         return self._update(
             account.id,
             UpdateExpression=(
-                "SET signing_version = :next, signing_previous = :current, signing_previous_until = :until"
+                "SET signing_version = :next, signing_previous = :current, signing_previous_until = :until,"
+                " signing_master = :master, signing_previous_master = :current_master"
             ),
             ConditionExpression=f"attribute_exists(pk) AND attribute_not_exists(revoked_at) AND {unchanged}",
             ExpressionAttributeValues=dump(
-                {":next": current + 1, ":current": current, ":until": format_time(previous_until)}
+                {
+                    ":next": current + 1,
+                    ":current": current,
+                    ":until": format_time(previous_until),
+                    ":master": master,
+                    ":current_master": account.signing.master,
+                }
             ),
         )
+
+    def rotate_token(self, account_id: str, token_hash: str, previous_until: datetime) -> Account | None:
+        """The account's token becomes the one hashed `token_hash`; the one it replaces keeps
+        working until `previous_until`, and one replaced before stops now. None when there is no
+        such account, it is revoked, or another rotation or a revocation won the race.
+
+        One transaction: the account names the new token and the one it replaced; the new token's
+        item is put; the replaced one's is marked `valid_until`, which the token check compares
+        (its `expires_at`, the table's TTL attribute, removes it later: TTL deletes an expired item
+        within days, and until then reads still return it, "Working with expired items" in the
+        DynamoDB developer guide: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ttl-expired-items.html).
+        """
+        item = self.db.get(account_key(account_id))
+        if item is None or "revoked_at" in item:
+            return None
+        current, older = item["token_hash"], item.get("token_previous")
+        until = format_time(previous_until)
+        actions: list[dict[str, Any]] = [
+            {
+                "Update": {
+                    "TableName": self.db.table,
+                    "Key": dump({"pk": account_key(account_id)}),
+                    "UpdateExpression": (
+                        "SET token_hash = :new, token_previous = :current, token_previous_until = :until"
+                    ),
+                    "ConditionExpression": "attribute_not_exists(revoked_at) AND token_hash = :current",
+                    "ExpressionAttributeValues": dump({":new": token_hash, ":current": current, ":until": until}),
+                }
+            },
+            self.db.put_new(token_item(token_hash, TokenKind.ACCOUNT, account_id)),
+            {
+                "Update": {
+                    "TableName": self.db.table,
+                    "Key": dump({"pk": token_key(current)}),
+                    "UpdateExpression": "SET valid_until = :until, expires_at = :expires",
+                    "ConditionExpression": "attribute_exists(pk)",
+                    "ExpressionAttributeValues": dump(
+                        {":until": until, ":expires": math.ceil(previous_until.timestamp())}
+                    ),
+                }
+            },
+        ]
+        if older is not None and older != current:
+            actions.append({"Delete": {"TableName": self.db.table, "Key": dump({"pk": token_key(older)})}})
+        try:
+            self.db.client.transact_write_items(TransactItems=actions)
+        except ClientError as exc:
+            if aws.error_code(exc) == "TransactionCanceledException":
+                return None
+            raise
+        return self.get_account(account_id)
 
     def set_account_limit(self, account_id: str, max_instances: int | None) -> Account | None:
         """Sets the account's own limit of instances (None: the service's default again); None
@@ -115,23 +183,36 @@ class Accounts:
         return account_of(load(found["Attributes"]))
 
     def revoke_account(self, account_id: str, now: datetime) -> bool:
-        """Marks the account revoked and deletes its token (its instances are left to the caller:
-        `wakeup.logic.accounts`); False when there is no such account."""
-        item = self.db.get(account_key(account_id))
-        if item is None:
-            return False
-        if "revoked_at" not in item:
-            self.db.client.transact_write_items(
-                TransactItems=[
-                    {
-                        "Update": {
-                            "TableName": self.db.table,
-                            "Key": dump({"pk": account_key(account_id)}),
-                            "UpdateExpression": "SET revoked_at = :now",
-                            "ExpressionAttributeValues": dump({":now": format_time(now)}),
-                        }
-                    },
-                    {"Delete": {"TableName": self.db.table, "Key": dump({"pk": token_key(item["token_hash"])})}},
-                ]
-            )
-        return True
+        """Marks the account revoked and deletes its tokens, the one a rotation replaced too (its
+        instances are left to the caller: `wakeup.logic.accounts`); False when there is no such
+        account. A rotation between the read and the write fails the write's condition: read again."""
+        for _ in range(_REVOKE_ATTEMPTS):
+            item = self.db.get(account_key(account_id))
+            if item is None:
+                return False
+            if "revoked_at" in item:
+                return True
+            tokens = {item["token_hash"], item.get("token_previous")} - {None}
+            try:
+                self.db.client.transact_write_items(
+                    TransactItems=[
+                        {
+                            "Update": {
+                                "TableName": self.db.table,
+                                "Key": dump({"pk": account_key(account_id)}),
+                                "UpdateExpression": "SET revoked_at = :now",
+                                "ConditionExpression": "token_hash = :token",
+                                "ExpressionAttributeValues": dump(
+                                    {":now": format_time(now), ":token": item["token_hash"]}
+                                ),
+                            }
+                        },
+                        *({"Delete": {"TableName": self.db.table, "Key": dump({"pk": token_key(t)})}} for t in tokens),
+                    ]
+                )
+            except ClientError as exc:
+                if aws.error_code(exc) != "TransactionCanceledException":
+                    raise
+                continue
+            return True
+        raise UnavailableError("the account's token was rotated while it was being revoked: revoke again")

@@ -67,14 +67,17 @@ class DynamoStore:
     def list_accounts(self) -> list[Account]:
         return self.accounts.list_accounts()
 
-    def create_account(self, label: str, token_hash: str, now: datetime) -> Account:
-        return self.accounts.create_account(label, token_hash, now)
+    def create_account(self, label: str, token_hash: str, now: datetime, master: int = 1) -> Account:
+        return self.accounts.create_account(label, token_hash, now, master)
 
-    def rotate_signing(self, account: Account, previous_until: datetime) -> Account | None:
-        return self.accounts.rotate_signing(account, previous_until)
+    def rotate_signing(self, account: Account, previous_until: datetime, master: int = 1) -> Account | None:
+        return self.accounts.rotate_signing(account, previous_until, master)
 
     def set_account_limit(self, account_id: str, max_instances: int | None) -> Account | None:
         return self.accounts.set_account_limit(account_id, max_instances)
+
+    def rotate_token(self, account_id: str, token_hash: str, previous_until: datetime) -> Account | None:
+        return self.accounts.rotate_token(account_id, token_hash, previous_until)
 
     def revoke_account(self, account_id: str, now: datetime) -> bool:
         return self.accounts.revoke_account(account_id, now)

@@ -92,6 +92,8 @@ def signing_of(item: Item) -> SigningVersions:
         current=int(item.get("signing_version", 1)),
         previous=int(previous) if previous is not None else None,
         previous_until=_time(item.get("signing_previous_until")),
+        master=int(item.get("signing_master", 1)),
+        previous_master=int(item.get("signing_previous_master", 1)),
     )
 
 
@@ -109,7 +111,9 @@ def account_of(item: Item) -> Account:
 
 
 def owner_of(item: Item) -> TokenOwner:
-    return TokenOwner(TokenKind(item["kind"]), item["account_id"], item.get("instance_id"))
+    return TokenOwner(
+        TokenKind(item["kind"]), item["account_id"], item.get("instance_id"), _time(item.get("valid_until"))
+    )
 
 
 def instance_of(item: Item) -> Instance:
@@ -141,6 +145,7 @@ def account_item(account: Account, token_hash: str) -> Item:
         "created_at": created,
         "token_hash": token_hash,
         "signing_version": account.signing.current,
+        "signing_master": account.signing.master,
         "instance_count": 0,
         "list_pk": ACCOUNTS_LIST,
         "list_sk": f"{created}#{account.id}",
