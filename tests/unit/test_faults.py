@@ -13,6 +13,7 @@ from botocore.exceptions import ReadTimeoutError
 
 from wakeup.logic import sweeper
 from wakeup.model import Trigger
+from wakeup.table import registrations
 from wakeup.times import epoch_ms
 from wakeup_sim import fault_matrix
 from wakeup_sim.deployment import from_template
@@ -93,7 +94,7 @@ def test_the_watch_sees_an_early_call(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_watch_sees_two_calls_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     # given: a table whose claim does not keep a second call out, messages sent twice, and hosts
     # that hang until the call's timeout (the second message comes a read timeout later)
-    monkeypatch.setattr(MemoryStore, "_no_live_claim", staticmethod(lambda item, now_ms: None))
+    monkeypatch.setattr(registrations, "NO_LIVE_CLAIM", "(claim_until < :now OR attribute_exists(pk))")
     faults = FaultClass("test", (Fault("sqs:SendMessage", Kind.LOST), Fault(HOST, Kind.READ)))
     # when
     row = run_row(faults, 0.5, wakes=100)
