@@ -620,4 +620,7 @@ class MemoryStore(DynamoStore):
             instance_item(instance, token_hash),
         ):
             self.items[item["pk"]] = _as_stored(item)
+        account = self.items.get(account_key(account_id))
+        if account is not None:  # its count, as `DynamoStore.register_instance` keeps it
+            self.items[account_key(account_id)] = {**account, "instance_count": account.get("instance_count", 0) + 1}
         return Registered(instance, created=True)
