@@ -27,6 +27,7 @@ from wakeup.model import Account, CallRecord, Instance, TokenOwner
 from wakeup.signing import SigningVersions
 from wakeup.table import DynamoStore, Registered
 from wakeup.table.items import (
+    Loaded,
     account_item,
     account_key,
     account_of,
@@ -115,7 +116,8 @@ def _key(key: dict[str, Any]) -> str:
 
 
 def _refused(code: str, message: str, operation: str, **extra: Any) -> ClientError:
-    return ClientError({"Error": {"Code": code, "Message": message}, **extra}, operation)
+    response: dict[str, Any] = {"Error": {"Code": code, "Message": message}, **extra}
+    return ClientError(response, operation)  # type: ignore[arg-type]  # botocore's response, as a dict
 
 
 def _invalid(error: expressions.ExpressionError, operation: str) -> ClientError:
@@ -196,7 +198,7 @@ class _MemoryClient:
         except _ConditionFailed as refused:
             extra: dict[str, Any] = {"ResponseMetadata": {"RetryAttempts": self._table.retry_attempts}}
             if write.return_on_refusal and refused.item is not None:
-                extra["Item"] = dump(refused.item)
+                extra["Item"] = Loaded(refused.item)
             raise _refused(
                 "ConditionalCheckFailedException", "The conditional request failed", operation, **extra
             ) from None
@@ -206,7 +208,7 @@ class _MemoryClient:
         if returned not in ("NONE", "ALL_OLD", "ALL_NEW"):
             raise NotImplementedError(f"the simulated table returns no {returned}")
         shown = old if returned == "ALL_OLD" else new if returned == "ALL_NEW" else None
-        return self._answer({"Attributes": dump(shown)} if shown is not None else {})
+        return self._answer({"Attributes": Loaded(shown)} if shown is not None else {})
 
     def update_item(self, **request: Any) -> dict[str, Any]:
         return self._write(request, "UpdateItem")
@@ -226,7 +228,7 @@ class _MemoryClient:
             names = request.get("ExpressionAttributeNames") or {}
             wanted = {names.get(name.strip(), name.strip()) for name in projection.split(",")}
             item = {name: value for name, value in item.items() if name in wanted}
-        return self._answer({"Item": dump(item)})
+        return self._answer({"Item": Loaded(item)})
 
     def transact_write_items(self, TransactItems: list[dict[str, Any]], **request: Any) -> dict[str, Any]:  # noqa: N803
         writes = [_write_of(body, kind) for action in TransactItems for kind, body in action.items()]
@@ -253,7 +255,7 @@ class _MemoryClient:
             # As DynamoDB: at most 100 keys, none twice (BatchGetItem, DynamoDB API reference).
             raise _refused("ValidationException", "bad keys", "BatchGetItem")
         items = self._table.read_many(pks, consistent=bool(request.get("ConsistentRead", False)))
-        return {"Responses": {table: [dump(item) for item in items]}, "UnprocessedKeys": {}}
+        return {"Responses": {table: [Loaded(item) for item in items]}, "UnprocessedKeys": {}}
 
     def __getattr__(self, name: str) -> Any:
         raise NotImplementedError(f"the simulated table does not implement the request behind {name}")
@@ -486,7 +488,7 @@ class MemoryTable:
                         "Message": "The conditional request failed",
                     }
                     if write.return_on_refusal and failed.item is not None:
-                        reason["Item"] = dump(failed.item)
+                        reason["Item"] = Loaded(failed.item)
                     reasons.append(reason)
             units = 2 * sum(
                 write_units(max(self._size(pk, old), item_size(new) if new is not None else 0)) for pk, old, new in made

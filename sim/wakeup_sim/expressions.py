@@ -164,16 +164,14 @@ class _Parser:
         left = self.conjunction()
         while self.at("OR"):
             self.take()
-            right, first = self.conjunction(), left
-            left = lambda item, values, a=first, b=right: a(item, values) or b(item, values)  # noqa: E731
+            left = _either(left, self.conjunction())
         return left
 
     def conjunction(self) -> Condition:
         left = self.negation()
         while self.at("AND"):
             self.take()
-            right, first = self.negation(), left
-            left = lambda item, values, a=first, b=right: a(item, values) and b(item, values)  # noqa: E731
+            left = _both(left, self.negation())
         return left
 
     def negation(self) -> Condition:
@@ -226,6 +224,14 @@ class _Parser:
     def done(self) -> None:
         if self.peek() is not None:
             raise NotImplementedError(f"the simulated table does not read {self.peek()!r} in {self.text!r}")
+
+
+def _either(a: Condition, b: Condition) -> Condition:
+    return lambda item, values: a(item, values) or b(item, values)
+
+
+def _both(a: Condition, b: Condition) -> Condition:
+    return lambda item, values: a(item, values) and b(item, values)
 
 
 @dataclass(frozen=True)
@@ -318,8 +324,20 @@ def _present(operand: Operand) -> Operand:
     return value
 
 
+_checked: set[tuple[object, ...]] = set()
+
+
 def check_used(names: dict[str, str], values: Values, *expressions: Parsed) -> None:
-    """Refuses, as DynamoDB does, a `#name` or `:value` given and unused, or used and not given."""
+    """Refuses, as DynamoDB does, a `#name` or `:value` given and unused, or used and not given.
+    A request's shape that passed once passes again (its expressions and the keys it gives)."""
+    shape = (*(id(e) for e in expressions), *names, "|", *values)
+    if shape in _checked:
+        return
+    _check_used(names, values, *expressions)
+    _checked.add(shape)
+
+
+def _check_used(names: dict[str, str], values: Values, *expressions: Parsed) -> None:
     used_names = set().union(*(e.names for e in expressions))
     used_values = set().union(*(e.values for e in expressions))
     if used_values - set(values):
