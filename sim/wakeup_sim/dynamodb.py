@@ -1,13 +1,13 @@
-"""An in-memory table with DynamoDB's conditional semantics, in the item shapes `wakeup.table` writes.
+"""An in-memory table with DynamoDB's semantics, under `DynamoStore` itself.
 
-`MemoryStore` implements `wakeup.table.Store`: the caller, the triggers' users and the sweeper take
-it as they take `DynamoStore`, and tests/functional/test_store_contract.py runs one suite of
-conditions against both. It keeps the items as `DynamoStore` writes them (same attribute names and
-values), so that what each request costs is computed from DynamoDB's own rules
-(`wakeup_awsfacts.dynamodb`), and asks its `Io` for the time each request takes and whether DynamoDB's
-throughput admits it. The writes the simulation makes are its own; the other requests are
-`DynamoStore`'s, made through a client that answers from memory. Both end in `MemoryTable`, the
-items and the request cycle (retries, faults, units); `MemoryStore` is what the service asks of it.
+`MemoryStore` is `DynamoStore` over a client that answers from memory (`_MemoryClient`): the caller,
+the triggers' users and the sweeper run the service's own reads and guarded writes, each the
+expression DynamoDB evaluates, here evaluated by `wakeup_sim.expressions`. So a guarded write is
+written once, in `wakeup.table`, and tests/functional/test_store_contract.py runs one suite against
+both tables, a lost reply on every write included. The items are kept as DynamoDB returns them
+(same attribute names and values), so that what each request costs is computed from DynamoDB's own
+rules (`wakeup_awsfacts.dynamodb`); `MemoryTable` is the items and the request cycle: each request's
+time, faults and admission (its `Io`), its units (`Metered`), and botocore's retries.
 """
 
 import random
@@ -19,14 +19,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from boto3.dynamodb.types import DYNAMODB_CONTEXT, TypeDeserializer, TypeSerializer
+from boto3.dynamodb.types import DYNAMODB_CONTEXT, TypeSerializer
 from botocore.exceptions import ClientError
 
 from wakeup.errors import ConflictError
-from wakeup.model import Account, CallRecord, Instance, TokenOwner, Trigger
+from wakeup.model import Account, CallRecord, Instance, TokenOwner
 from wakeup.signing import SigningVersions
-from wakeup.table import Claim, DynamoStore, Page, Registered, WakeWindow
+from wakeup.table import DynamoStore, Registered
 from wakeup.table.items import (
+    Loaded,
     account_item,
     account_key,
     account_of,
@@ -35,34 +36,21 @@ from wakeup.table.items import (
     instance_item,
     instance_key,
     instance_of,
+    load_value,
     owner_of,
-    pending_shard,
     signing_of,
     token_item,
     token_key,
 )
 from wakeup.table.mechanics import BATCH_GET_KEYS
-from wakeup.table.registrations import registration_stands
-from wakeup.times import format_time
 from wakeup.tokens import TokenKind
 from wakeup_awsfacts.dynamodb import Index, item_size, read_units, write_units
+from wakeup_sim import expressions
 
 Item = dict[str, Any]
-_deserializer = TypeDeserializer()
 _serializer = TypeSerializer()
 # botocore's standard retry mode, as `wakeup.aws.CLIENT_CONFIG` sets it: three attempts in all.
 MAX_ATTEMPTS = 3
-
-
-def _load_value(value: Any) -> Any:
-    """`TypeDeserializer.deserialize`, with its two most common types (a string, a number) read
-    without its dispatch: the same values (a number as a `Decimal` in DynamoDB's context)."""
-    if len(value) == 1:
-        if "S" in value:
-            return value["S"]
-        if "N" in value:
-            return DYNAMODB_CONTEXT.create_decimal(value["N"])
-    return _deserializer.deserialize(value)
 
 
 def _as_stored(item: Item) -> Item:
@@ -77,12 +65,16 @@ def _as_stored(item: Item) -> Item:
         elif kind is int:
             stored[name] = DYNAMODB_CONTEXT.create_decimal(value)
         elif value is not None:
-            stored[name] = _load_value(_serializer.serialize(value))
+            stored[name] = load_value(_serializer.serialize(value))
     return stored
 
 
 class _ConditionFailed(Exception):
-    """The write's condition did not hold; the item is left as it was."""
+    """The write's condition did not hold on `item` (None: no item), which is left as it was."""
+
+    def __init__(self, item: Item | None = None) -> None:
+        super().__init__("the condition failed")
+        self.item = item
 
 
 @dataclass
@@ -119,37 +111,160 @@ class Io:
         return None
 
 
+def _key(key: dict[str, Any]) -> str:
+    return str(load_value(key["pk"]))
+
+
+def _refused(code: str, message: str, operation: str, **extra: Any) -> ClientError:
+    response: dict[str, Any] = {"Error": {"Code": code, "Message": message}, **extra}
+    return ClientError(response, operation)  # type: ignore[arg-type]  # botocore's response, as a dict
+
+
+def _invalid(error: expressions.ExpressionError, operation: str) -> ClientError:
+    return _refused("ValidationException", str(error), operation)
+
+
+@dataclass(frozen=True)
+class _Write:
+    """One item's write of a request, as DynamoDB evaluates it: its condition (None: none), then
+    its change (an update's expression, or a whole item put, or a delete)."""
+
+    pk: str
+    condition: expressions.ParsedCondition | None
+    scope: dict[str, Any]
+    update: expressions.ParsedUpdate | None = None
+    put: Item | None = None
+    delete: bool = False
+    return_on_refusal: bool = False
+
+    def change(self, item: Item | None) -> Item | None:
+        if self.condition is not None and not expressions.holds(self.condition, item, self.scope):
+            raise _ConditionFailed(item)
+        if self.delete:
+            return None
+        if self.put is not None:
+            return dict(self.put)
+        if self.update is None:  # a transaction's ConditionCheck: the item as it is
+            return item
+        return expressions.apply(self.update, item if item is not None else {"pk": self.pk}, self.scope)
+
+
+def _write_of(request: dict[str, Any], operation: str) -> _Write:
+    """An `UpdateItem`, `PutItem`, `DeleteItem` or `ConditionCheck`'s write, its expressions parsed
+    and its names and values checked as DynamoDB checks them."""
+    names: dict[str, str] = dict(request.get("ExpressionAttributeNames") or {})
+    values = {name: load_value(value) for name, value in (request.get("ExpressionAttributeValues") or {}).items()}
+    parsed: list[expressions.Parsed] = []
+    condition = update = None
+    try:
+        if request.get("ConditionExpression"):
+            condition = expressions.condition(request["ConditionExpression"])
+            parsed.append(condition)
+        if request.get("UpdateExpression"):
+            update = expressions.update(request["UpdateExpression"])
+            parsed.append(update)
+        expressions.check_used(names, values, *parsed)
+    except expressions.ExpressionError as error:
+        raise _invalid(error, operation) from None
+    put = {name: load_value(value) for name, value in request["Item"].items()} if "Item" in request else None
+    pk = str(put["pk"]) if put is not None else _key(request["Key"])
+    return _Write(
+        pk,
+        condition,
+        {**values, **names},
+        update,
+        put,
+        delete=operation in ("DeleteItem", "Delete"),
+        return_on_refusal=request.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD",
+    )
+
+
 class _MemoryClient:
-    """The client requests `DynamoStore` makes outside the writes `MemoryStore` has as methods: an
-    index's query, reads by key (`BatchGetItem`), the call history's `PutItem`, and a `DeleteItem`;
-    any other raises, so a new one is seen at once."""
+    """The DynamoDB client `DynamoStore` makes its requests through: every request it makes,
+    answered from `MemoryTable` as DynamoDB answers it, its expressions evaluated
+    (`wakeup_sim.expressions`); any other request raises, so a new one is seen at once."""
 
     def __init__(self, table: "MemoryTable") -> None:
         self._table = table
 
-    def put_item(self, TableName: str, Item: dict[str, Any]) -> dict[str, Any]:  # noqa: N803
-        item = {name: _load_value(value) for name, value in Item.items()}
-        self._table.write(str(item["pk"]), lambda _: item, operation="PutItem")
-        return {}
+    def _answer(self, answer: dict[str, Any]) -> dict[str, Any]:
+        answer["ResponseMetadata"] = {"RetryAttempts": self._table.retry_attempts}
+        return answer
 
-    def delete_item(self, TableName: str, Key: dict[str, Any]) -> dict[str, Any]:  # noqa: N803
-        self._table.write(str(_deserializer.deserialize(Key["pk"])), lambda _: None, operation="DeleteItem")
-        return {}
+    def _write(self, request: dict[str, Any], operation: str) -> dict[str, Any]:
+        write = _write_of(request, operation)
+        try:
+            old, new = self._table.write(write.pk, write.change, operation=operation)
+        except _ConditionFailed as refused:
+            extra: dict[str, Any] = {"ResponseMetadata": {"RetryAttempts": self._table.retry_attempts}}
+            if write.return_on_refusal and refused.item is not None:
+                extra["Item"] = Loaded(refused.item)
+            raise _refused(
+                "ConditionalCheckFailedException", "The conditional request failed", operation, **extra
+            ) from None
+        except expressions.ExpressionError as error:
+            raise _invalid(error, operation) from None
+        returned = request.get("ReturnValues", "NONE")
+        if returned not in ("NONE", "ALL_OLD", "ALL_NEW"):
+            raise NotImplementedError(f"the simulated table returns no {returned}")
+        shown = old if returned == "ALL_OLD" else new if returned == "ALL_NEW" else None
+        return self._answer({"Attributes": Loaded(shown)} if shown is not None else {})
+
+    def update_item(self, **request: Any) -> dict[str, Any]:
+        return self._write(request, "UpdateItem")
+
+    def put_item(self, **request: Any) -> dict[str, Any]:
+        return self._write(request, "PutItem")
+
+    def delete_item(self, **request: Any) -> dict[str, Any]:
+        return self._write(request, "DeleteItem")
+
+    def get_item(self, **request: Any) -> dict[str, Any]:
+        item = self._table.read(_key(request["Key"]), consistent=bool(request.get("ConsistentRead", False)))
+        if item is None:
+            return self._answer({})
+        projection = request.get("ProjectionExpression")
+        if projection is not None:
+            names = request.get("ExpressionAttributeNames") or {}
+            wanted = {names.get(name.strip(), name.strip()) for name in projection.split(",")}
+            item = {name: value for name, value in item.items() if name in wanted}
+        return self._answer({"Item": Loaded(item)})
+
+    def transact_write_items(self, TransactItems: list[dict[str, Any]], **request: Any) -> dict[str, Any]:  # noqa: N803
+        writes = [_write_of(body, kind) for action in TransactItems for kind, body in action.items()]
+        try:
+            self._table.transact(writes, request.get("ClientRequestToken"))
+        except _TransactionCancelled as cancelled:
+            raise _refused(
+                "TransactionCanceledException",
+                "Transaction cancelled, please refer cancellation reasons for specific reasons",
+                "TransactWriteItems",
+                CancellationReasons=cancelled.reasons,
+            ) from None
+        except expressions.ExpressionError as error:
+            raise _invalid(error, "TransactWriteItems") from None
+        return self._answer({})
 
     def query(self, **request: Any) -> dict[str, Any]:
         return self._table.query(request)
 
     def batch_get_item(self, RequestItems: dict[str, Any]) -> dict[str, Any]:  # noqa: N803
         ((table, request),) = RequestItems.items()
-        pks = [str(_deserializer.deserialize(key["pk"])) for key in request["Keys"]]
+        pks = [_key(key) for key in request["Keys"]]
         if len(pks) > BATCH_GET_KEYS or len(set(pks)) != len(pks):
             # As DynamoDB: at most 100 keys, none twice (BatchGetItem, DynamoDB API reference).
-            raise ClientError({"Error": {"Code": "ValidationException", "Message": "bad keys"}}, "BatchGetItem")
+            raise _refused("ValidationException", "bad keys", "BatchGetItem")
         items = self._table.read_many(pks, consistent=bool(request.get("ConsistentRead", False)))
-        return {"Responses": {table: [dump(item) for item in items]}, "UnprocessedKeys": {}}
+        return {"Responses": {table: [Loaded(item) for item in items]}, "UnprocessedKeys": {}}
 
     def __getattr__(self, name: str) -> Any:
-        raise NotImplementedError(f"MemoryStore does not implement the request behind {name}")
+        raise NotImplementedError(f"the simulated table does not implement the request behind {name}")
+
+
+class _TransactionCancelled(Exception):
+    def __init__(self, reasons: list[dict[str, Any]]) -> None:
+        super().__init__("cancelled")
+        self.reasons = reasons
 
 
 class MemoryTable:
@@ -167,6 +282,10 @@ class MemoryTable:
         # Each stored item's size, with the item it is the size of: a write or a read of an item
         # sizes it once, not again each time it is read or written over (see `_size`).
         self._sizes: dict[str, tuple[Item, int]] = {}
+        # The attempts before the one the last request's answer came from (botocore's `RetryAttempts`).
+        self.retry_attempts = 0
+        # The `ClientRequestToken`s of the transactions applied.
+        self._tokens: set[str] = set()
 
     def _throttled(self, operation: str) -> ClientError:
         return ClientError(
@@ -192,6 +311,7 @@ class MemoryTable:
     def read(self, pk: str, operation: str = "GetItem", consistent: bool = True) -> Item | None:
         error: Exception | None = None
         for attempt in range(MAX_ATTEMPTS):
+            self.retry_attempts = attempt
             self.io.request(operation)
             error = self.io.fault(operation, attempt)
             if error is None:
@@ -247,7 +367,7 @@ class MemoryTable:
 
     def _answer_query(self, request: dict[str, Any]) -> dict[str, Any]:
         index = next(i for i in self.indexes if i.name == request["IndexName"])
-        values = {k: _deserializer.deserialize(v) for k, v in request["ExpressionAttributeValues"].items()}
+        values = {k: load_value(v) for k, v in request["ExpressionAttributeValues"].items()}
         hash_key, range_key = index.keys
         condition = re.fullmatch(
             rf"{hash_key} = (:\w+)(?: AND {range_key} < (:\w+))?", request["KeyConditionExpression"]
@@ -270,7 +390,7 @@ class MemoryTable:
         )
         start = request.get("ExclusiveStartKey")
         if start is not None:
-            after = (str(_deserializer.deserialize(start[range_key])), str(_deserializer.deserialize(start["pk"])))
+            after = (str(load_value(start[range_key])), str(load_value(start["pk"])))
             entries = [entry for entry in entries if entry > after]
         limit = request.get("Limit")
         page = entries[:limit] if limit is not None else entries
@@ -285,50 +405,44 @@ class MemoryTable:
         return answer
 
     def write(
-        self,
-        pk: str,
-        change: Callable[[Item | None], Item | None],
-        operation: str = "UpdateItem",
-        knows_own_write: bool = False,
+        self, pk: str, change: Callable[[Item | None], Item | None], operation: str = "UpdateItem"
     ) -> tuple[Item | None, Item | None]:
         """Applies `change` to the item as one conditional write; returns the item before and after.
 
         `change` gets a copy of the item (None when absent) and returns the new one (None deletes),
         or raises `_ConditionFailed`, which is raised again once the failed write is metered.
 
-        A write whose reply was lost is sent again, as botocore does: applied again, or refused by
-        its own first application. `knows_own_write`: the write is `DynamoStore`'s
-        `conditional_update`, which tells its own refusal by the `write_id` it stamped; here, by
-        the item being still the one it wrote (a change since by any write counts as another's).
+        A write whose reply was lost is sent again, as botocore does, and evaluated again on the
+        item as it is then: applied again, or refused (by its own first application, or by any
+        other), exactly as DynamoDB answers botocore's retry. `retry_attempts` then says how many
+        attempts came before the one answered, as botocore's `ResponseMetadata` does.
         """
-        applied: tuple[Item | None, Item | None] | None = None
         error: Exception | None = None
         for attempt in range(MAX_ATTEMPTS):
+            self.retry_attempts = attempt
             self.io.request(operation)
             error = self.io.fault(operation, attempt)
             if error is not None:
                 self.io.backoff(attempt + 1)
                 continue
             old = self.items.get(pk)
-            failed = False
+            refused: _ConditionFailed | None = None
             try:
                 new = change(old.copy() if old is not None else None)
-            except _ConditionFailed:
-                failed, new = True, old
+            except _ConditionFailed as failed:
+                refused, new = failed, old
             # The table's own units: the larger of the item before and after (`table_write_units`).
             old_size = self._size(pk, old)
             new_size = old_size if new is old else (item_size(new) if new is not None else 0)
             units = write_units(max(old_size, new_size))
-            index_writes = [] if failed else self._index_writes(old, new)
+            index_writes = [] if refused is not None else self._index_writes(old, new)
             if self.io.admit(0, units, index_writes):
                 self.metered.requests[f"dynamodb:{operation}"] += 1
                 self.metered.write_units += units
                 for name, _, index_units in index_writes:
                     self.metered.index_write_units[name] += index_units
-                if failed:
-                    if knows_own_write and applied is not None and self.items.get(pk) is applied[1]:
-                        return applied
-                    raise _ConditionFailed
+                if refused is not None:
+                    raise refused
                 self._store(pk, old, new)
                 if new is None:
                     self._sizes.pop(pk, None)
@@ -337,11 +451,69 @@ class MemoryTable:
                 error = self.io.reply_lost(operation)
                 if error is None:
                     return old, new
-                applied = (old, new)
             else:
                 self.metered.throttled += 1
             self.io.backoff(attempt + 1)
         raise error or self._throttled(operation)
+
+    def transact(self, writes: list["_Write"], token: str | None) -> None:
+        """One `TransactWriteItems`: every condition checked, then every write applied, or none
+        (`_TransactionCancelled`, with each action's reason); two units per item written
+        ("Capacity management for transactions", DynamoDB developer guide).
+
+        botocore sends a `ClientRequestToken` with each call, the same on its retries; a token
+        already applied is answered with success and applies nothing ("TransactWriteItems", its
+        idempotency, DynamoDB API reference). moto does not honour it (the contract suite
+        says where that shows); its 10 minutes are longer than any simulated retry."""
+        error: Exception | None = None
+        for attempt in range(MAX_ATTEMPTS):
+            self.retry_attempts = attempt
+            self.io.request("TransactWriteItems")
+            error = self.io.fault("TransactWriteItems", attempt)
+            if error is not None:
+                self.io.backoff(attempt + 1)
+                continue
+            if token is not None and token in self._tokens:
+                return
+            reasons: list[dict[str, Any]] = []
+            made: list[tuple[str, Item | None, Item | None]] = []
+            for write in writes:
+                old = self.items.get(write.pk)
+                try:
+                    made.append((write.pk, old, write.change(old.copy() if old is not None else None)))
+                    reasons.append({"Code": "None"})
+                except _ConditionFailed as failed:
+                    reason: dict[str, Any] = {
+                        "Code": "ConditionalCheckFailed",
+                        "Message": "The conditional request failed",
+                    }
+                    if write.return_on_refusal and failed.item is not None:
+                        reason["Item"] = Loaded(failed.item)
+                    reasons.append(reason)
+            units = 2 * sum(
+                write_units(max(self._size(pk, old), item_size(new) if new is not None else 0)) for pk, old, new in made
+            )
+            index_writes = [w for pk, old, new in made for w in self._index_writes(old, new)]
+            if not self.io.admit(0, units, index_writes):
+                self.metered.throttled += 1
+                self.io.backoff(attempt + 1)
+                continue
+            self.metered.requests["dynamodb:TransactWriteItems"] += 1
+            self.metered.write_units += units
+            if len(made) < len(writes):
+                raise _TransactionCancelled(reasons)
+            for name, _, index_units in index_writes:
+                self.metered.index_write_units[name] += index_units
+            for pk, old, new in made:
+                self._store(pk, old, new)
+                self._sizes.pop(pk, None)
+            if token is not None:
+                self._tokens.add(token)
+            error = self.io.reply_lost("TransactWriteItems")
+            if error is None:
+                return
+            self.io.backoff(attempt + 1)
+        raise error or self._throttled("TransactWriteItems")
 
     def _index_writes(self, old: Item | None, new: Item | None) -> list[tuple[str, Any, int]]:
         writes = []
@@ -364,13 +536,19 @@ class MemoryTable:
             self._pending.setdefault(str(new["pending_shard"]), {})[pk] = new["pending_due"]
 
 
-class MemoryStore:
-    """The table in memory; every public method behaves as `DynamoStore`'s does against DynamoDB."""
+class MemoryStore(DynamoStore):
+    """`DynamoStore` itself, over a client that answers from memory (`_MemoryClient`): every read
+    and guarded write is `DynamoStore`'s own request, its expressions evaluated as DynamoDB does.
+
+    What it does apart: a scenario's setup (`create_account`, `register_instance`: items written as
+    `DynamoStore` writes them, unmetered, with ids from the world's random numbers), and the reads
+    and the history's `PutItem` that the simulation makes millions of (one item by key, no
+    condition), which skip the typed JSON's round trip unless a test swapped in a client of its
+    own; `tests/functional/test_store_contract.py` holds them to `DynamoStore`'s answers."""
 
     def __init__(self, indexes: list[Index], io: Io | None = None, rng: random.Random | None = None) -> None:
         self.memory = MemoryTable(indexes, io or Io())
-        # `DynamoStore`'s own requests, for those this table does not simulate as methods.
-        self._requests = DynamoStore("memory", client=_MemoryClient(self.memory))
+        super().__init__("memory", client=_MemoryClient(self.memory))
         self.rng = rng or random.Random(0)
 
     # The table's items and meters, which scenarios and reports read (a fault row swaps the table's
@@ -383,92 +561,51 @@ class MemoryStore:
     def metered(self) -> Metered:
         return self.memory.metered
 
-    # The client and the sleep of `DynamoStore`'s requests (a test may swap in a racing client).
-    @property
-    def table(self) -> str:
-        return self._requests.table
+    def _own_client(self) -> bool:
+        return isinstance(self.client, _MemoryClient)
 
-    @property
-    def client(self) -> Any:
-        return self._requests.client
-
-    @client.setter
-    def client(self, client: Any) -> None:
-        self._requests.client = client
-
-    @property
-    def sleep(self) -> Callable[[float], None]:
-        return self._requests.sleep
-
-    @sleep.setter
-    def sleep(self, sleep: Callable[[float], None]) -> None:
-        self._requests.sleep = sleep
-
-    # -- reads ----------------------------------------------------------------------------------
+    # -- reads by key, as `DynamoStore` makes them, without the typed JSON -------------------------
 
     def owner_of(self, token_hash: str) -> TokenOwner | None:
+        if not self._own_client():
+            return super().owner_of(token_hash)
         item = self.memory.read(token_key(token_hash))
         return owner_of(item) if item is not None else None
 
     def get_account(self, account_id: str) -> Account | None:
+        if not self._own_client():
+            return super().get_account(account_id)
         item = self.memory.read(account_key(account_id))
         return account_of(item) if item else None
 
     def get_instance(self, instance_id: str) -> Instance | None:
+        if not self._own_client():
+            return super().get_instance(instance_id)
         item = self.memory.read(instance_key(instance_id))
         return instance_of(item) if item else None
 
     def signing_versions(self, account_id: str) -> SigningVersions | None:
-        """As `DynamoStore.signing_versions`: an eventually consistent GetItem of the account (the
-        caller reads it for every call it signs)."""
+        """An eventually consistent GetItem of the account (the caller reads it for every call it signs)."""
+        if not self._own_client():
+            return super().signing_versions(account_id)
         item = self.memory.read(account_key(account_id), consistent=False)
         return signing_of(item) if item is not None else None
 
-    def all_instances(self, account_id: str) -> list[Instance]:
-        return self._requests.all_instances(account_id)
-
-    def list_instances(self, account_id: str, limit: int, cursor: str | None) -> Page:
-        return self._requests.list_instances(account_id, limit, cursor)
-
-    def overdue(self, shard: int, before: datetime) -> list[Instance]:
-        return self._requests.overdue(shard, before)
-
-    def read_calls(self, instance_id: str, seqs: list[int]) -> list[CallRecord]:
-        return self._requests.read_calls(instance_id, seqs)
-
     def record_call(self, call: CallRecord) -> None:
-        """As `DynamoStore.record_call`: one `PutItem` of the call's item. Stored here without its
-        typed JSON's round trip (one a wake, a twentieth of a steady scenario's CPU), unless a test
-        swapped in a client of its own, which sees the request as `DynamoStore` makes it."""
-        if not isinstance(self._requests.client, _MemoryClient):
-            self._requests.record_call(call)
+        """One `PutItem` of the call's item (one a wake: a twentieth of a steady scenario's CPU
+        through the typed JSON)."""
+        if not self._own_client():
+            super().record_call(call)
             return
         item = _as_stored(call_item(call))
         self.memory.write(str(item["pk"]), lambda _: item, operation="PutItem")
 
-    # -- what a simulation does not do: `DynamoStore`'s requests (most raise NotImplementedError) --
-
-    def rotate_signing(self, account: Account, previous_until: datetime, master: int = 1) -> Account | None:
-        return self._requests.rotate_signing(account, previous_until, master)
-
-    def rotate_token(self, account_id: str, token_hash: str, previous_until: datetime) -> Account | None:
-        return self._requests.rotate_token(account_id, token_hash, previous_until)
-
-    def revoke_account(self, account_id: str, now: datetime) -> bool:
-        return self._requests.revoke_account(account_id, now)
-
-    def delete_instance(self, instance: Instance) -> Instance | None:
-        return self._requests.delete_instance(instance)
-
-    def revoke_instance(self, instance_id: str, now: datetime) -> None:
-        self._requests.revoke_instance(instance_id, now)
-
-    # -- accounts and instances (what a scenario needs to set up its hosts) ---------------------
+    # -- a scenario's setup --------------------------------------------------------------------
 
     def create_account(self, label: str, token_hash: str, now: datetime, master: int = 1) -> Account:
         account = Account(id=str(uuid.uuid4()), label=label, created_at=now, signing=SigningVersions(1, master=master))
         for item in (account_item(account, token_hash), token_item(token_hash, TokenKind.ACCOUNT, account.id)):
-            self.items[item["pk"]] = item
+            self.items[item["pk"]] = _as_stored(item)
         return account
 
     def register_instance(
@@ -484,99 +621,8 @@ class MemoryStore:
             token_item(token_hash, TokenKind.INSTANCE, account_id, instance.id),
             instance_item(instance, token_hash),
         ):
-            self.items[item["pk"]] = item
+            self.items[item["pk"]] = _as_stored(item)
+        account = self.items.get(account_key(account_id))
+        if account is not None:  # its count, as `DynamoStore.register_instance` keeps it
+            self.items[account_key(account_id)] = {**account, "instance_count": account.get("instance_count", 0) + 1}
         return Registered(instance, created=True)
-
-    # -- wakes ----------------------------------------------------------------------------------
-
-    def register_wake(
-        self, instance_id: str, at: datetime, reg: str, window: WakeWindow | None = None
-    ) -> Instance | None:
-        # `window` (the per-instance rate) is not simulated: the simulation drives wakes, not hosts.
-        def change(item: Item | None) -> Item | None:
-            if item is None or item.get("revoked_at") is not None:
-                raise _ConditionFailed
-            for name in ("called_at", "last_error", "claim_until"):
-                item.pop(name, None)
-            at_text = format_time(at)
-            item.update(at=at_text, reg=reg, attempts=0, pending_shard=pending_shard(instance_id), pending_due=at_text)
-            return item
-
-        try:
-            old, _ = self.memory.write(instance_key(instance_id), change)
-        except _ConditionFailed:
-            return None
-        assert old is not None
-        return instance_of(old)
-
-    @staticmethod
-    def _registration_stands(item: Item | None, trigger: Trigger) -> Item:
-        if item is None or not registration_stands(item, trigger):
-            raise _ConditionFailed
-        return item
-
-    @staticmethod
-    def _no_live_claim(item: Item, now_ms: int) -> None:
-        if item.get("claim_until") is not None and not item["claim_until"] < now_ms:
-            raise _ConditionFailed
-
-    def claim_if_due(self, trigger: Trigger, now_ms: int, due_by: datetime, lease_ms: int) -> Claim:
-        def change(item: Item | None) -> Item | None:
-            item = self._registration_stands(item, trigger)
-            due = item.get("pending_due")
-            if due is None or not due <= format_time(due_by):
-                raise _ConditionFailed
-            self._no_live_claim(item, now_ms)
-            item["claim_until"] = now_ms + lease_ms
-            item["history_seq"] = item.get("history_seq", 0) + 1  # numbers the call in the history
-            return item
-
-        pk = instance_key(trigger.instance_id)
-        try:
-            _, new = self.memory.write(pk, change, knows_own_write=True)
-        except _ConditionFailed:
-            # ReturnValuesOnConditionCheckFailure=ALL_OLD: the item as it was, when there is one.
-            current = self.items.get(pk)
-            return Claim(claimed=False, instance=instance_of(current) if current is not None else None)
-        assert new is not None
-        return Claim(claimed=True, instance=instance_of(new))
-
-    def _change_registration(self, trigger: Trigger, update: Callable[[Item], None], now_ms: int | None = None) -> bool:
-        def change(item: Item | None) -> Item | None:
-            item = self._registration_stands(item, trigger)
-            if now_ms is not None:
-                self._no_live_claim(item, now_ms)
-            update(item)
-            return item
-
-        try:
-            self.memory.write(instance_key(trigger.instance_id), change, knows_own_write=True)
-        except _ConditionFailed:
-            return False
-        return True
-
-    def record_success(self, trigger: Trigger, called_at: datetime) -> bool:
-        def update(item: Item) -> None:
-            item.update(called_at=format_time(called_at), attempts=0)
-            for name in ("last_error", "claim_until", "pending_shard", "pending_due"):
-                item.pop(name, None)
-
-        return self._change_registration(trigger, update)
-
-    def record_failure(self, trigger: Trigger, error: str, next_due: datetime | None) -> bool:
-        def update(item: Item) -> None:
-            item.update(attempts=trigger.attempt + 1, last_error=error)
-            item.pop("claim_until", None)
-            if next_due is None:
-                item.pop("pending_shard", None)
-                item.pop("pending_due", None)
-            else:
-                item["pending_due"] = format_time(next_due)
-
-        return self._change_registration(trigger, update)
-
-    def postpone(self, trigger: Trigger, due: datetime, now_ms: int) -> bool:
-        def update(item: Item) -> None:
-            item["pending_due"] = format_time(due)
-
-        return self._change_registration(trigger, update, now_ms)

@@ -5,6 +5,7 @@ timeout strikes after the write. botocore then retries the same request for real
     with LostReplyProxy(endpoint) as proxy:
         proxy.lose("UpdateItem")             # the next UpdateItem's reply is lost
         proxy.lose("UpdateItem", after=1)    # and the one after the next that passes
+        proxy.lose("UpdateItem", then=race)  # `race()` runs after it applied, before botocore retries
         store = DynamoStore(table, client=proxy.dynamodb())
         proxy.lose("DeleteSchedule")         # Scheduler's too, through proxy.client("scheduler")
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import http.client
 import socket
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -28,6 +30,7 @@ class LostReplyProxy:
     def __init__(self, upstream: str) -> None:
         self.upstream = urlsplit(upstream)
         self._to_lose: set[tuple[str, int]] = set()  # (operation, its n-th request since the start)
+        self._then: dict[tuple[str, int], Callable[[], None]] = {}
         self.seen: list[str] = []  # each request's DynamoDB operation, in order
         self.lost: list[str] = []
         self._lock = threading.Lock()
@@ -47,7 +50,8 @@ class LostReplyProxy:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 status, headers, reply = proxy._forward(self.command, self.path, dict(self.headers.items()), body)
                 if proxy._should_lose(operation):
-                    # Applied upstream; the reply never comes back.
+                    # Applied upstream; the reply never comes back (after what is to happen first).
+                    proxy._run_then()
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
@@ -67,13 +71,24 @@ class LostReplyProxy:
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
-    def lose(self, operation: str, times: int = 1, *, after: int = 0) -> None:
+    def lose(self, operation: str, times: int = 1, *, after: int = 0, then: Callable[[], None] | None = None) -> None:
         """The replies of `times` requests of `operation` are lost (after they are applied): the next
-        ones after those already to be lost and after `after` more that pass (a botocore retry)."""
+        ones after those already to be lost and after `after` more that pass (a botocore retry).
+        `then` runs once the first of them applied, before its connection closes (so before the
+        retry): another request landing between a write and its retry."""
         with self._lock:
             planned = [n for op, n in self._to_lose if op == operation]
             start = max([self.seen.count(operation), *planned]) + after
             self._to_lose.update((operation, start + k) for k in range(1, times + 1))
+            if then is not None:
+                self._then[(operation, start + 1)] = then
+
+    def _run_then(self) -> None:
+        with self._lock:
+            operation = self.lost[-1]
+            then = self._then.pop((operation, self.seen.count(operation)), None)
+        if then is not None:
+            then()
 
     def dynamodb(self) -> Any:
         """A DynamoDB client through the proxy, configured as the functions' clients are (retries too)."""

@@ -182,14 +182,29 @@ def test_a_removal_that_takes_a_newer_far_registrations_schedule_arms_it_again(e
     assert triggers.scheduler.calls == ["delete_schedule", "create_schedule"]
 
 
+class _ThrottledAfterFirstRead:
+    """The table's client, its reads throttled after the first (the registration's own, of the
+    item before its write: `wakeup.table.registrations`)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client, self.reads = client, 0
+
+    def get_item(self, **request: Any) -> Any:
+        self.reads += 1
+        if self.reads > 1:
+            raise throttled("GetItem")
+        return self.client.get_item(**request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
 def test_a_near_wake_whose_check_after_a_removal_fails_is_armed_and_answered(env: Deployed) -> None:
     # given a far wake, and a table whose reads fail (throttled) when a near wake replaces it
     instance_id = env.new_instance(URL)
     register_wake(env.store, env.triggers, instance_id, now() + timedelta(hours=2), now())
     env.triggers.sent.clear()
-    unreadable = DynamoStore(
-        env.settings.table, client=FaultyClient(env.clients.dynamodb, get_item=throttled("GetItem"))
-    )
+    unreadable = DynamoStore(env.settings.table, client=_ThrottledAfterFirstRead(env.clients.dynamodb))
     # when the near wake is registered: the schedule removed, the read after it refused
     register_wake(unreadable, env.triggers, instance_id, now() + timedelta(minutes=1), now())
     # then the request stands (the read was for a newer registration's sake, and there is none)

@@ -1,7 +1,8 @@
 """Conditional writes whose reply is lost: botocore retries them, and the retry finds its own write
-already applied. The store must count such a write as done (issue 11, "Conditional writes under
+already applied. The caller must count such a write as done (issue 11, "Conditional writes under
 SDK retries"): a claim taken is the caller's own (not "busy", which would wait out the 31 s
-lease), a failure recorded arms its retry (not left to the sweeper).
+lease), a failure recorded arms its retry (not left to the sweeper). The store's own answers to
+each lost reply are the contract suite's (test_store_contract.py), on both tables.
 
 A proxy in front of moto applies the write and drops the reply; botocore's own retry, configured
 as the functions configure it, sends the request again.
@@ -16,7 +17,7 @@ from moto_env import Deployed, serving_host
 from wakeup.logic.delivery import Caller, Result, Source
 from wakeup.model import Trigger
 from wakeup.table import DynamoStore
-from wakeup.times import epoch_ms, now
+from wakeup.times import now
 
 
 @pytest.fixture
@@ -28,53 +29,6 @@ def env(module_env: Deployed) -> Deployed:
 def due_wake(env: Deployed, url: str = "http://127.0.0.1:9") -> Trigger:
     instance_id = env.new_instance(url)
     return env.new_wake(instance_id, now() - timedelta(seconds=1))
-
-
-def test_a_claim_whose_reply_was_lost_is_still_the_callers_own(
-    env: Deployed, proxy: LostReplyProxy, lossy_store: DynamoStore
-) -> None:
-    trigger = due_wake(env)
-    proxy.lose("UpdateItem")
-    attempt = lossy_store.claim_if_due(trigger, epoch_ms(now()), now(), lease_ms=31_000)
-    assert proxy.lost == ["UpdateItem"] and proxy.seen.count("UpdateItem") == 2  # botocore retried
-    assert attempt.claimed
-    assert attempt.instance is not None and attempt.instance.claim_until is not None
-
-
-def test_a_claim_held_by_another_call_is_still_refused(env: Deployed, lossy_store: DynamoStore) -> None:
-    trigger = due_wake(env)
-    assert env.store.claim_if_due(trigger, epoch_ms(now()), now(), lease_ms=31_000).claimed
-    attempt = lossy_store.claim_if_due(trigger, epoch_ms(now()), now(), lease_ms=31_000)
-    assert not attempt.claimed
-    assert attempt.instance is not None and attempt.instance.claim_until is not None
-
-
-def test_a_failure_whose_reply_was_lost_counts_as_recorded(
-    env: Deployed, proxy: LostReplyProxy, lossy_store: DynamoStore
-) -> None:
-    trigger = due_wake(env)
-    assert env.store.claim_if_due(trigger, epoch_ms(now()), now(), lease_ms=31_000).claimed
-    proxy.lose("UpdateItem")
-    assert lossy_store.record_failure(trigger, "HTTP 503", now() + timedelta(seconds=1))
-    assert proxy.lost == ["UpdateItem"] and proxy.seen.count("UpdateItem") == 2
-    instance = env.store.get_instance(trigger.instance_id)
-    assert instance is not None and (instance.attempts, instance.last_error) == (1, "HTTP 503")
-
-
-def test_a_success_whose_reply_was_lost_counts_as_recorded(
-    env: Deployed, proxy: LostReplyProxy, lossy_store: DynamoStore
-) -> None:
-    trigger = due_wake(env)
-    assert env.store.claim_if_due(trigger, epoch_ms(now()), now(), lease_ms=31_000).claimed
-    proxy.lose("UpdateItem")
-    assert lossy_store.record_success(trigger, now())
-    assert proxy.seen.count("UpdateItem") == 2
-
-
-def test_a_record_for_a_replaced_registration_is_still_refused(env: Deployed, lossy_store: DynamoStore) -> None:
-    trigger = due_wake(env)
-    env.new_wake(trigger.instance_id, now() + timedelta(hours=1))  # replaced meanwhile
-    assert not lossy_store.record_failure(trigger, "HTTP 503", now() + timedelta(seconds=1))
 
 
 def test_a_delivery_whose_claim_reply_was_lost_calls_at_once(env: Deployed, proxy: LostReplyProxy) -> None:

@@ -1,7 +1,8 @@
-"""Writes whose reply is lost (issue 17): botocore retries a request that AWS applied before its
-reply was lost, and the retry then meets its own write. Each comes out as if the reply had come
-back: a registration counted once and not refused by the window it wrote, a delete answered 204,
-the sweeper's postpone and a call's outcome counted as written.
+"""Writes whose reply is lost (issue 17), as the service's logic meets them: botocore retries a
+request that AWS applied before its reply was lost, and the retry then meets its own write. A
+registration still removes the schedule it replaced, a delete is answered 204, a call's outcome
+counts as written. Each write of the table alone, with a lost reply, is in the contract suite
+(test_store_contract.py), on DynamoDB and on the simulator's table.
 
 A proxy in front of moto applies the request and drops the reply (`lost_reply.LostReplyProxy`);
 botocore's own retry, configured as the functions configure it, sends the request again.
@@ -17,11 +18,11 @@ from moto_env import Deployed, serving_host
 from wakeup.host_call import call_wake
 from wakeup.logic import instances
 from wakeup.logic.delivery import Caller, Result, Source
-from wakeup.logic.wakes import WakeLimit, register_wake, window_of
+from wakeup.logic.wakes import register_wake
 from wakeup.model import TokenOwner, Trigger
 from wakeup.table import DynamoStore
 from wakeup.table.items import instance_key
-from wakeup.times import epoch_ms, now
+from wakeup.times import now
 from wakeup.tokens import TokenKind
 
 
@@ -39,48 +40,6 @@ def raw_item(env: Deployed, instance_id: str) -> dict[str, Any]:
 
 
 # -- registering a wake -------------------------------------------------------------------------
-
-
-def lose_reply_of_write(store: DynamoStore, proxy: LostReplyProxy, operation: str, nth: int) -> None:
-    """Loses the reply of the store's `nth` `operation` request (its first attempt; botocore's
-    retries are the same request, not counted)."""
-    made = 0
-
-    def before(**_: Any) -> None:
-        nonlocal made
-        made += 1
-        if made == nth:
-            proxy.lose(operation)
-
-    store.client.meta.events.register(f"before-call.dynamodb.{operation}", before)
-
-
-@pytest.mark.parametrize(
-    ("earlier", "nth"),
-    [(0, 1), (1, 2)],
-    # The first of a window starts its count in one write; a further one is refused by the
-    # window's start, sees the count, and counts itself in a second write (the one lost here).
-    ids=["first of its window", "second of its window"],
-)
-def test_a_counted_registration_whose_reply_was_lost_is_counted_once_and_not_refused(
-    env: Deployed, proxy: LostReplyProxy, lossy_store: DynamoStore, earlier: int, nth: int
-) -> None:
-    # given an instance that registered `earlier` wakes in this window, of two allowed
-    instance_id = env.new_instance("http://127.0.0.1:9")
-    limit, moment = WakeLimit(count=2, window_s=3600), now()
-    for _ in range(earlier):
-        register_wake(env.store, env.triggers, instance_id, moment + timedelta(minutes=5), moment, limit)
-    # when the reply of the write that counts the registration is lost
-    lose_reply_of_write(lossy_store, proxy, "UpdateItem", nth)
-    previous = lossy_store.register_wake(
-        instance_id, moment + timedelta(minutes=5), "new-reg", window_of(limit, moment)
-    )
-    # then botocore retried it, and the retry found it applied: counted once, not refused
-    assert proxy.lost == ["UpdateItem"] and proxy.seen.count("UpdateItem") >= 2
-    assert previous is not None
-    item = raw_item(env, instance_id)
-    assert item["reg"] == {"S": "new-reg"}
-    assert item["wake_count"] == {"N": str(earlier + 1)}
 
 
 @pytest.mark.parametrize("ahead", [timedelta(minutes=1), timedelta(0)], ids=["a minute ahead", "now"])
@@ -119,23 +78,6 @@ def test_a_delete_whose_reply_was_lost_is_204_and_counted_once(
     assert env.store.get_instance(gone.id) is None and env.store.get_instance(kept.id) is not None
     after = env.store.get_account(account.id)
     assert after is not None and after.instance_count == 1
-
-
-# -- the sweeper's postpone ---------------------------------------------------------------------
-
-
-def test_a_postpone_whose_reply_was_lost_counts_as_written(
-    env: Deployed, proxy: LostReplyProxy, lossy_store: DynamoStore
-) -> None:
-    instance_id = env.new_instance("http://127.0.0.1:9")
-    trigger = env.new_wake(instance_id, now() - timedelta(minutes=2))
-    moment = now()
-    proxy.lose("UpdateItem")
-    assert lossy_store.postpone(trigger, moment, epoch_ms(moment))
-    assert proxy.lost == ["UpdateItem"] and proxy.seen.count("UpdateItem") == 2
-    instance = env.store.get_instance(instance_id)
-    assert instance is not None and instance.due is not None
-    assert abs(instance.due - moment) < timedelta(milliseconds=1)
 
 
 # -- a call's outcome ---------------------------------------------------------------------------

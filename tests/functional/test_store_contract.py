@@ -16,17 +16,20 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import pytest
+from botocore.exceptions import ReadTimeoutError
+from lost_reply import LostReplyProxy
 from moto_env import Deployed
 
 from wakeup.errors import UnavailableError
 from wakeup.model import CallRecord, Trigger
-from wakeup.table import DynamoStore, mechanics
-from wakeup.table.items import BY_ACCOUNT, PENDING_WAKES, dump, instance_key, pending_shard
+from wakeup.table import DynamoStore, WakeWindow, WindowFull, mechanics
+from wakeup.table.items import BY_ACCOUNT, PENDING_WAKES, dump, instance_key, load, pending_shard
+from wakeup.table.registrations import Superseded
 from wakeup.times import epoch_ms, now
 from wakeup.tokens import hash_token
 from wakeup_awsfacts.dynamodb import indexes_of
 from wakeup_awsfacts.template import Resolver, load_template
-from wakeup_sim.dynamodb import MemoryStore
+from wakeup_sim.dynamodb import Io, MemoryStore
 
 LEASE_MS = 30_000
 
@@ -38,7 +41,7 @@ def whole_ms(value: datetime) -> datetime:
 
 @dataclass
 class Table:
-    store: DynamoStore | MemoryStore
+    store: DynamoStore
 
     def instance(self) -> str:
         account = self.store.create_account("contract", uuid.uuid4().hex, now())
@@ -402,3 +405,206 @@ def test_a_recorded_call_is_read_back_as_it_was_made(table: Table) -> None:
     for call in made:
         table.store.record_call(call)
     assert table.store.read_calls(instance_id, [1, 2]) == made
+
+
+# -- a lost reply on every write ----------------------------------------------------------------
+#
+# The request reaches the table and applies; its reply is lost (a read timeout); botocore sends it
+# again, as the functions' clients are configured to (`wakeup.aws.CLIENT_CONFIG`). On DynamoDB
+# (moto), a proxy drops the reply (`lost_reply.LostReplyProxy`) and botocore's own retry resends
+# it; in the simulator's table, its `Io` loses the reply and `MemoryTable` resends it. Each write
+# must come out as if the reply had come back.
+
+
+class _LosesReplies(Io):
+    """The simulator's table, losing the reply of the next request of each operation asked for
+    (after it applied), and counting every attempt."""
+
+    def __init__(self) -> None:
+        self.planned: list[tuple[str, Callable[[], None] | None]] = []
+        self.lost: list[str] = []
+        self.seen: list[str] = []
+
+    def lose(self, operation: str, then: Callable[[], None] | None = None) -> None:
+        self.planned.append((operation, then))
+
+    def request(self, operation: str) -> None:
+        self.seen.append(operation)
+
+    def reply_lost(self, operation: str) -> Exception | None:
+        for n, (planned, then) in enumerate(self.planned):
+            if planned == operation:
+                del self.planned[n]
+                self.lost.append(operation)
+                if then is not None:
+                    then()
+                return ReadTimeoutError(endpoint_url="https://dynamodb.simulated")
+        return None
+
+
+@dataclass
+class Lossy:
+    """The table's store through a network that loses the replies asked for: `lose(operation,
+    then)` loses the next reply of `operation`, `then` running between the write and its retry."""
+
+    store: DynamoStore
+    lose: Callable[..., None]
+    lost: list[str]
+    seen: list[str]
+
+    def retried(self, operation: str) -> bool:
+        return self.lost == [operation] and self.seen.count(operation) >= 2
+
+
+@pytest.fixture
+def lossy(table: Table, request: pytest.FixtureRequest) -> Lossy:
+    if isinstance(table.store, MemoryStore):
+        io = _LosesReplies()
+        table.store.memory.io = io
+        return Lossy(table.store, io.lose, io.lost, io.seen)
+    proxy: LostReplyProxy = request.getfixturevalue("proxy")
+
+    def lose(operation: str, then: Callable[[], None] | None = None) -> None:
+        proxy.lose(operation, then=then)
+
+    return Lossy(DynamoStore(table.store.table, client=proxy.dynamodb()), lose, proxy.lost, proxy.seen)
+
+
+def _item(table: Table, instance_id: str) -> dict[str, object]:
+    found = table.store.client.get_item(
+        TableName=table.store.table, Key=dump({"pk": instance_key(instance_id)}), ConsistentRead=True
+    )
+    return load(found["Item"])
+
+
+def test_a_registration_whose_reply_was_lost_returns_the_one_it_replaced(table: Table, lossy: Lossy) -> None:
+    instance_id = table.instance()
+    first = table.wake(instance_id, now())
+    lossy.lose("UpdateItem")
+    replaced = lossy.store.register_wake(instance_id, now() + timedelta(hours=1), "second")
+    assert lossy.retried("UpdateItem")
+    # the retry met its own write: written once, and what it replaced is known exactly
+    assert replaced is not None and replaced.reg == first.reg
+    assert _item(table, instance_id)["reg"] == "second"
+
+
+def test_a_retried_registration_never_replaces_a_newer_one(table: Table, lossy: Lossy) -> None:
+    # given a registration whose write applies, and whose reply is lost; before botocore's retry,
+    # a newer registration of the instance lands (issue 37, hole 1)
+    instance_id = table.instance()
+    table.wake(instance_id, now())
+    newer = uuid.uuid4().hex
+    lossy.lose("UpdateItem", then=lambda: table.store.register_wake(instance_id, now() + timedelta(hours=2), newer))
+    # when the older one's request ends
+    with pytest.raises(Superseded):
+        lossy.store.register_wake(instance_id, now() + timedelta(hours=1), "older")
+    # then its retry did not write it again: the newer registration stands
+    assert lossy.retried("UpdateItem")
+    assert _item(table, instance_id)["reg"] == newer
+
+
+@pytest.mark.parametrize("earlier", [0, 1], ids=["first of its window", "second of its window"])
+def test_a_counted_registration_whose_reply_was_lost_is_counted_once_and_not_refused(
+    table: Table, lossy: Lossy, earlier: int
+) -> None:
+    instance_id = table.instance()
+    window = WakeWindow(start=int(now().timestamp()) // 3600 * 3600, limit=earlier + 1)
+    for _ in range(earlier):
+        assert table.store.register_wake(instance_id, now(), uuid.uuid4().hex, window) is not None
+    lossy.lose("UpdateItem")
+    # the window's last place: a second counting of this registration would be refused
+    assert lossy.store.register_wake(instance_id, now(), "counted", window) is not None
+    assert lossy.retried("UpdateItem")
+    item = _item(table, instance_id)
+    assert (item["reg"], item["wake_count"]) == ("counted", earlier + 1)
+    with pytest.raises(WindowFull):
+        table.store.register_wake(instance_id, now(), uuid.uuid4().hex, window)
+
+
+def test_a_claim_whose_reply_was_lost_is_the_callers_own_and_numbers_one_call(table: Table, lossy: Lossy) -> None:
+    at = now()
+    trigger = table.wake(table.instance(), at)
+    lossy.lose("UpdateItem")
+    claim = lossy.store.claim_if_due(trigger, epoch_ms(at), at + timedelta(seconds=1), LEASE_MS)
+    assert lossy.retried("UpdateItem")
+    assert claim.claimed and claim.instance is not None and claim.instance.claim_until == epoch_ms(at) + LEASE_MS
+    assert claim.instance.history_seq == 1 == _item(table, trigger.instance_id)["history_seq"]
+
+
+def test_a_success_whose_reply_was_lost_counts_as_recorded(table: Table, lossy: Lossy) -> None:
+    trigger = table.wake(table.instance(), now())
+    lossy.lose("UpdateItem")
+    assert lossy.store.record_success(trigger, now())
+    assert lossy.retried("UpdateItem")
+    assert "called_at" in _item(table, trigger.instance_id)
+
+
+@pytest.mark.parametrize("retry", [True, False], ids=["with a retry", "given up"])
+def test_a_failure_whose_reply_was_lost_counts_once(table: Table, lossy: Lossy, retry: bool) -> None:
+    trigger = table.wake(table.instance(), now())
+    lossy.lose("UpdateItem")
+    assert lossy.store.record_failure(trigger, "HTTP 503", now() + timedelta(seconds=1) if retry else None)
+    assert lossy.retried("UpdateItem")
+    item = _item(table, trigger.instance_id)
+    assert (item["attempts"], item["last_error"], "pending_due" in item) == (1, "HTTP 503", retry)
+
+
+def test_a_postpone_whose_reply_was_lost_counts_as_written(table: Table, lossy: Lossy) -> None:
+    trigger = table.wake(table.instance(), now() - timedelta(minutes=2))
+    later = whole_ms(now() + timedelta(minutes=1))
+    lossy.lose("UpdateItem")
+    assert lossy.store.postpone(trigger, later, epoch_ms(now()))
+    assert lossy.retried("UpdateItem")
+    instance = table.store.get_instance(trigger.instance_id)
+    assert instance is not None and instance.due == later
+
+
+def test_a_recorded_call_whose_reply_was_lost_is_kept_once(table: Table, lossy: Lossy) -> None:
+    instance_id = table.instance()
+    at = whole_ms(now())
+    call = CallRecord(instance_id, 1, at, at, 0, 12, 85, 200, None, "queue", "w1")
+    lossy.lose("PutItem")
+    lossy.store.record_call(call)
+    assert lossy.retried("PutItem")
+    assert table.store.read_calls(instance_id, [1]) == [call]
+
+
+def test_a_rotation_whose_reply_was_lost_is_this_rotation(table: Table, lossy: Lossy) -> None:
+    account = table.store.create_account("contract", uuid.uuid4().hex, now())
+    lossy.lose("UpdateItem")
+    rotated = lossy.store.rotate_signing(account, now() + timedelta(hours=1))
+    assert lossy.retried("UpdateItem")
+    assert rotated is not None and (rotated.signing.current, rotated.signing.previous) == (2, 1)
+
+
+def test_an_account_limit_whose_reply_was_lost_is_set(table: Table, lossy: Lossy) -> None:
+    account = table.store.create_account("contract", uuid.uuid4().hex, now())
+    lossy.lose("UpdateItem")
+    limited = lossy.store.set_account_limit(account.id, 7)
+    assert lossy.retried("UpdateItem")
+    assert limited is not None and limited.max_instances == 7
+
+
+def test_a_delete_whose_reply_was_lost_deletes_once(table: Table, lossy: Lossy) -> None:
+    account_id, [kept, gone] = table.account_with(2)
+    instance = table.store.get_instance(gone)
+    assert instance is not None
+    lossy.lose("TransactWriteItems")
+    # DynamoDB answers the retry as applied (its ClientRequestToken); moto cancels it, and the
+    # store reads that as "gone already": either way the delete stands, counted once
+    assert lossy.store.delete_instance(instance) is not None
+    assert lossy.retried("TransactWriteItems")
+    assert table.store.get_instance(gone) is None and table.store.get_instance(kept) is not None
+    after = table.store.get_account(account_id)
+    assert after is not None and after.instance_count == 1
+
+
+def test_a_revocation_whose_reply_was_lost_revokes_once(table: Table, lossy: Lossy) -> None:
+    instance_id = table.instance()
+    table.wake(instance_id, now())
+    lossy.lose("TransactWriteItems")
+    lossy.store.revoke_instance(instance_id, now())
+    assert lossy.retried("TransactWriteItems")
+    item = _item(table, instance_id)
+    assert "revoked_at" in item and "reg" not in item and "pending_due" not in item
+    assert table.store.register_wake(instance_id, now(), uuid.uuid4().hex) is None

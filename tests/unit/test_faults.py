@@ -3,20 +3,15 @@ requests is the layer's, its faults reach every place it names, a few rows keep 
 its watch sees a broken promise when the service is made to break one."""
 
 import ast
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import botocore.session
 import pytest
 from botocore import xform_name
-from botocore.exceptions import ReadTimeoutError
 
 from wakeup.logic import sweeper
-from wakeup.model import Trigger
-from wakeup.times import epoch_ms
+from wakeup.table import registrations
 from wakeup_sim import fault_matrix
-from wakeup_sim.deployment import from_template
-from wakeup_sim.dynamodb import Io, MemoryStore
 from wakeup_sim.fault_matrix import CLASSES, run_row
 from wakeup_sim.faults import HOST, NOT_SIMULATED, PLACES, Fault, FaultClass, Kind
 
@@ -93,7 +88,7 @@ def test_the_watch_sees_an_early_call(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_watch_sees_two_calls_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     # given: a table whose claim does not keep a second call out, messages sent twice, and hosts
     # that hang until the call's timeout (the second message comes a read timeout later)
-    monkeypatch.setattr(MemoryStore, "_no_live_claim", staticmethod(lambda item, now_ms: None))
+    monkeypatch.setattr(registrations, "NO_LIVE_CLAIM", "(claim_until < :now OR attribute_exists(pk))")
     faults = FaultClass("test", (Fault("sqs:SendMessage", Kind.LOST), Fault(HOST, Kind.READ)))
     # when
     row = run_row(faults, 0.5, wakes=100)
@@ -109,54 +104,3 @@ def test_the_watch_sees_a_lost_wake(monkeypatch: pytest.MonkeyPatch) -> None:
     row = run_row(next(c for c in CLASSES if c.name == "host hangs on read"), 0.01, wakes=100)
     # then
     assert row.lost > 0 and not row.ok
-
-
-class _LosesReplies(Io):
-    """The table answers, but the replies of the next `count` requests to `operation` are lost."""
-
-    def __init__(self, operation: str, count: int) -> None:
-        self.operation, self.count = operation, count
-
-    def reply_lost(self, operation: str) -> Exception | None:
-        if operation != self.operation or not self.count:
-            return None
-        self.count -= 1
-        return ReadTimeoutError(endpoint_url="https://dynamodb.simulated")
-
-
-def _store_with_wake(io: Io) -> tuple[MemoryStore, Trigger]:
-    store = MemoryStore(from_template().indexes)
-    now = datetime.now(UTC)
-    account = store.create_account("test", "a" * 64, now)
-    instance = store.register_instance(account.id, "https://host.example", "b" * 64, now).instance
-    store.register_wake(instance.id, now, "reg-1")
-    store.memory.io = io
-    return store, Trigger(instance.id, "reg-1", 0)
-
-
-def test_a_claim_whose_reply_was_lost_is_still_the_callers() -> None:
-    # given: the claim's reply lost once; botocore sends it again, and its own write refuses it
-    store, trigger = _store_with_wake(_LosesReplies("UpdateItem", 1))
-    now = datetime.now(UTC)
-    # when
-    claim = store.claim_if_due(trigger, epoch_ms(now), now + timedelta(seconds=2), 32_000)
-    # then: as DynamoStore's write_id tells, the claim is this caller's
-    assert claim.claimed
-
-
-def test_a_registration_whose_reply_was_lost_returns_its_own_write_as_the_previous_one() -> None:
-    # given
-    store, trigger = _store_with_wake(_LosesReplies("UpdateItem", 1))
-    # when: registered again, its first reply lost (the retry applies it again, ALL_OLD)
-    previous = store.register_wake(trigger.instance_id, datetime.now(UTC) + timedelta(hours=1), "reg-2")
-    # then
-    assert previous is not None and previous.reg == "reg-2"
-
-
-def test_a_write_whose_every_reply_is_lost_fails_after_botocores_attempts_yet_applied() -> None:
-    # given: every attempt's reply lost (an unconditional write: each attempt applies again)
-    store, trigger = _store_with_wake(_LosesReplies("UpdateItem", 3))
-    # when / then
-    with pytest.raises(ReadTimeoutError):
-        store.register_wake(trigger.instance_id, datetime.now(UTC), "reg-2")
-    assert store.get_instance(trigger.instance_id).reg == "reg-2"  # type: ignore[union-attr]

@@ -92,23 +92,22 @@ class Accounts:
         unchanged = "signing_version = :current"
         if current == 1:  # an account made before signing existed has no version yet: it is 1
             unchanged = f"({unchanged} OR attribute_not_exists(signing_version))"
-        return self._update(
-            account.id,
-            UpdateExpression=(
-                "SET signing_version = :next, signing_previous = :current, signing_previous_until = :until,"
-                " signing_master = :master, signing_previous_master = :current_master"
-            ),
-            ConditionExpression=f"attribute_exists(pk) AND attribute_not_exists(revoked_at) AND {unchanged}",
-            ExpressionAttributeValues=dump(
-                {
-                    ":next": current + 1,
-                    ":current": current,
-                    ":until": format_time(previous_until),
-                    ":master": master,
-                    ":current_master": account.signing.master,
-                }
-            ),
+        # Through the mechanics' write that knows its own refusal: the retry of a rotation whose
+        # reply was lost meets the version it wrote, and is this rotation, not "changed meanwhile".
+        written = self.db.conditional_update(
+            account_key(account.id),
+            "SET signing_version = :next, signing_previous = :current, signing_previous_until = :until,"
+            " signing_master = :master, signing_previous_master = :current_master",
+            f"attribute_exists(pk) AND attribute_not_exists(revoked_at) AND {unchanged}",
+            {
+                ":next": current + 1,
+                ":current": current,
+                ":until": format_time(previous_until),
+                ":master": master,
+                ":current_master": account.signing.master,
+            },
         )
+        return account_of(written.item) if written.applied and written.item is not None else None
 
     def rotate_token(self, account_id: str, token_hash: str, previous_until: datetime) -> Account | None:
         """The account's token becomes the one hashed `token_hash`; the one it replaces keeps

@@ -7,9 +7,10 @@ Item shapes (key `pk`) are described in docs/architecture.md.
 import uuid
 from collections.abc import Mapping
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from boto3.dynamodb.types import DYNAMODB_CONTEXT, TypeDeserializer, TypeSerializer
 
 from wakeup.model import Account, CallRecord, Instance, TokenOwner
 from wakeup.signing import SigningVersions
@@ -32,6 +33,8 @@ REGISTRATION_FIELDS = ("#at", "reg", "called_at", "last_error", "claim_until", "
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
+# A whole number below this in magnitude has at most 38 digits, all DynamoDB keeps.
+_WHOLE_LIMIT = 10**38
 
 Item = dict[str, Any]
 
@@ -72,14 +75,46 @@ def is_id(value: str) -> bool:
         return False
 
 
+def dump_value(value: Any) -> dict[str, Any]:
+    """`TypeSerializer.serialize`, with a string, a whole number of up to 38 digits (DynamoDB's
+    precision) and a finite `Decimal` written without its dispatch: the same typed JSON."""
+    kind = type(value)
+    if kind is str:
+        return {"S": value}
+    if kind is int and -_WHOLE_LIMIT < value < _WHOLE_LIMIT:
+        return {"N": str(value)}
+    if kind is Decimal and value.is_finite():
+        return {"N": str(DYNAMODB_CONTEXT.create_decimal(value))}
+    return dict(_serializer.serialize(value))
+
+
+def load_value(value: Mapping[str, Any]) -> Any:
+    """`TypeDeserializer.deserialize`, with a string and a number read without its dispatch: the
+    same values (a number as a `Decimal` in DynamoDB's context)."""
+    if len(value) == 1:
+        if "S" in value:
+            return value["S"]
+        if "N" in value:
+            return DYNAMODB_CONTEXT.create_decimal(value["N"])
+    return _deserializer.deserialize(value)  # type: ignore[arg-type]  # a typed value, as boto3 gives it
+
+
 def dump(item: Mapping[str, Any]) -> dict[str, Any]:
     """An item (or a key, or expression values) in DynamoDB's typed JSON; None values left out."""
-    return {k: _serializer.serialize(v) for k, v in item.items() if v is not None}
+    return {k: dump_value(v) for k, v in item.items() if v is not None}
+
+
+class Loaded(dict[str, Any]):
+    """An item in a reply already in Python's types, the values `load` would give: `load` takes it
+    as it is. The simulator's table (`wakeup_sim.dynamodb`) answers so, sparing itself the typed
+    JSON's round trip, which DynamoDB's replies need and its own did not."""
 
 
 def load(item: Mapping[str, Any]) -> Item:
     """An item from DynamoDB's typed JSON."""
-    return {k: _deserializer.deserialize(v) for k, v in item.items()}
+    if type(item) is Loaded:
+        return dict(item)
+    return {k: load_value(v) for k, v in item.items()}
 
 
 def _time(value: Any) -> datetime | None:

@@ -6,27 +6,16 @@ from datetime import datetime
 
 from botocore.exceptions import ClientError
 
-from wakeup.errors import UnavailableError
+from wakeup.errors import ConflictError, UnavailableError
 from wakeup.model import Instance, Trigger
 from wakeup.table.items import PENDING_WAKES, Item, dump, instance_key, instance_of, load, pending_shard
 from wakeup.table.mechanics import Table, refused_item
 from wakeup.times import format_time
 
 # "Does this trigger still stand?" as the table checks it, in the same write as the change it
-# guards; `wakeup.logic.wakes.stands` is the rule, and `registration_stands` this expression's
-# twin for a table kept in memory (the simulator's).
+# guards (`wakeup.logic.wakes.stands` asks the same of an instance read).
 STANDS = "reg = :reg AND attempts = :attempt AND attribute_not_exists(called_at)"
 NO_LIVE_CLAIM = "(attribute_not_exists(claim_until) OR claim_until < :now)"
-
-
-def registration_stands(item: Item | None, trigger: Trigger) -> bool:
-    """`STANDS` on an item in memory."""
-    return (
-        item is not None
-        and item.get("reg") == trigger.reg
-        and item.get("attempts") == trigger.attempt
-        and item.get("called_at") is None
-    )
 
 
 @dataclass(frozen=True)
@@ -55,6 +44,23 @@ class WindowFull(Exception):
         self.start = start
 
 
+class Superseded(ConflictError):
+    """Raised when a registration may have been written before its reply was lost, and a newer
+    one stands now: writing it again could replace the newer one (`Registrations.register_wake`)."""
+
+    message = "a newer wake registered for this instance while this one was written replaced it; the newer one stands"
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """A registration's write: applied or refused, the item (as it was before, or as it refused),
+    and whether botocore sent it more than once."""
+
+    applied: bool
+    item: Item | None
+    retried: bool = False
+
+
 class Registrations:
     """The registration on each instance's item."""
 
@@ -67,67 +73,100 @@ class Registrations:
         """Replaces the instance's registration by a new one at `at`; returns the one it replaced.
 
         None when the instance is gone or revoked. With `window`, counted in the registration's
-        own write, refused past its limit with `WindowFull`. The first wake of a window starts
-        its count in that one write; a further one sees the count in the refusal
-        (`ReturnValuesOnConditionCheckFailure`) and counts itself in a second conditional write.
+        own write, refused past its limit with `WindowFull`.
 
-        botocore retries a write whose reply was lost. Each write is refused where the item
-        already holds this `reg` (a fresh one per registration), so the retry of a write that was
-        applied neither counts it again nor meets the window it filled: the refusal shows the
-        registration written, and the instance is returned as that write left it (its `reg` is
-        `reg`: what it replaced is unknown then, and `wakeup.logic.wakes` acts on either).
+        Written at most once, whatever replies are lost (issue 37, hole 1). botocore sends a write
+        again when its reply is lost; a condition that only refuses a second write of this `reg`
+        lets that retry apply again over a newer registration landed in between, and the older
+        wake replaced the newer. So the write is optimistic locking with a version number
+        ("Optimistic locking with version number", DynamoDB developer guide:
+        https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/BestPractices_OptimisticLocking.html):
+        a consistent read gives the item's `reg_seq`, which every registration increments, and the
+        write applies only while it is still the one read. Any retry of a write that applied meets
+        a `reg_seq` moved on and is refused, however many registrations came since.
+
+        The refusal carries the item (`ReturnValuesOnConditionCheckFailure`):
+        - its `reg` is this one: an earlier attempt applied, and the item read is what it replaced;
+        - the answer came to the first attempt (botocore's `ResponseMetadata.RetryAttempts` is 0,
+          "Retries", boto3's guide): nothing of this request applied, a registration landed since
+          the read, and this one is written over it as the later one, conditioned anew;
+        - after a retry, an attempt whose reply was lost may have applied and been replaced since:
+          writing again could replace the newer registration, so `Superseded` (409) says the newer
+          one stands. Linearisable: this request began before that registration was written.
+
+        Rejected: `TransactWriteItems` with the `ClientRequestToken` botocore sends (the same on its
+        retries, idempotent for 10 minutes: "TransactWriteItems", DynamoDB API reference). It costs
+        two write units instead of one ("Capacity management for transactions") and returns no
+        item, so what was replaced would need this read as well; and moto ignores the token. The
+        read costs one read unit a registration, and with a rate `window` it saves the refused
+        write (a write unit) the count's discovery took before: the window is read, not guessed.
         """
+        key = instance_key(instance_id)
+        seen = self.db.get(key)
+        for _ in range(3):
+            if seen is None or "revoked_at" in seen:
+                return None
+            written = self._write_registration(key, seen, at, reg, window)
+            if written.applied:
+                return instance_of(seen if written.item is None else written.item)
+            current = written.item
+            if current is None or "revoked_at" in current:
+                return None
+            if current.get("reg") == reg:
+                return instance_of(seen)  # written by an attempt whose reply was lost
+            if written.retried:
+                raise Superseded()
+            seen = current  # a registration landed since the read: this one goes over it
+        raise UnavailableError("the wake could not be registered for writes racing it; retry the request")
+
+    def _write_registration(
+        self, key: str, seen: Item, at: datetime, reg: str, window: WakeWindow | None
+    ) -> "_Attempt":
+        """One conditional write of the registration over the item `seen`, while it stands as read."""
+        seq = int(seen.get("reg_seq", 0))
         # Every registration enters the pending-wakes index, written before its trigger is armed:
         # a wake whose trigger is lost is found again by the sweeper, through this entry.
-        update = "SET #at = :at, reg = :reg, attempts = :zero, pending_shard = :shard, pending_due = :at"
-        condition = "attribute_exists(pk) AND attribute_not_exists(revoked_at)"
-        condition += " AND (attribute_not_exists(reg) OR reg <> :reg)"  # see the docstring's last part
-        values: Item = {":at": format_time(at), ":reg": reg, ":zero": 0, ":shard": pending_shard(instance_id)}
-        start: int | None = None
+        update = (
+            "SET #at = :at, reg = :reg, reg_seq = :next, attempts = :zero, pending_shard = :shard, pending_due = :at"
+        )
+        values: Item = {
+            ":at": format_time(at),
+            ":reg": reg,
+            ":next": seq + 1,
+            ":zero": 0,
+            ":shard": pending_shard(str(seen["id"])),
+        }
+        condition = "attribute_exists(pk) AND attribute_not_exists(revoked_at) AND "
+        if seq:
+            condition += "reg_seq = :seq"
+            values[":seq"] = seq
+        else:  # never registered (or not since registrations were numbered)
+            condition += "attribute_not_exists(reg_seq)"
         if window is not None:
-            start = window.start
-            values.update({":window": start, ":one": 1})
-        starts_window = True
-        for _ in range(3):
-            counted, extra = "", {}
-            if window is not None and starts_window:
-                update_expression = f"{update}, wake_window = :window, wake_count = :one"
-                counted = " AND (attribute_not_exists(wake_window) OR wake_window < :window)"
-            elif window is not None:
-                update_expression = f"{update}, wake_count = wake_count + :one"
-                counted = " AND wake_window = :window AND wake_count < :limit"
-                extra = {":limit": window.limit}
-            else:
-                update_expression = update
-            try:
-                found = self.db.client.update_item(
-                    TableName=self.db.table,
-                    Key=dump({"pk": instance_key(instance_id)}),
-                    UpdateExpression=update_expression + " REMOVE called_at, last_error, claim_until",
-                    ConditionExpression=condition + counted,
-                    ExpressionAttributeNames={"#at": "at"},
-                    ExpressionAttributeValues=dump({**values, **extra}),
-                    ReturnValues="ALL_OLD",
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                )
-            except ClientError as exc:
-                current = refused_item(exc)
-                if current is not None and current.get("reg") == reg:
-                    return instance_of(current)  # this registration, written before a reply was lost
-                if current is None or "revoked_at" in current or window is None or start is None:
-                    return None
-                if int(current.get("wake_window", -1)) >= start:
-                    # This window (or a later one, by a clock a little ahead) is under way.
-                    start = int(current["wake_window"])
-                    values[":window"] = start
-                    if int(current.get("wake_count", 0)) >= window.limit:
-                        raise WindowFull(start) from exc
-                    starts_window = False
-                else:
-                    starts_window = True
-                continue
-            return instance_of(load(found["Attributes"]))
-        raise UnavailableError("the wake could not be registered for writes racing it; retry the request")
+            # The window's count as read: only a registration changes it, and one since the read
+            # fails the condition. A writer's clock a little ahead may have opened a later window.
+            start, count = window.start, 0
+            if int(seen.get("wake_window", -1)) >= window.start:
+                start, count = int(seen["wake_window"]), int(seen.get("wake_count", 0))
+            if count >= window.limit:
+                raise WindowFull(start)
+            update += ", wake_window = :window, wake_count = :count"
+            values.update({":window": start, ":count": count + 1})
+        try:
+            found = self.db.client.update_item(
+                TableName=self.db.table,
+                Key=dump({"pk": key}),
+                UpdateExpression=update + " REMOVE called_at, last_error, claim_until",
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#at": "at"},
+                ExpressionAttributeValues=dump(values),
+                ReturnValues="ALL_OLD",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            retried = int(exc.response.get("ResponseMetadata", {}).get("RetryAttempts", 0)) > 0
+            return _Attempt(applied=False, item=refused_item(exc), retried=retried)
+        return _Attempt(applied=True, item=load(found["Attributes"]) if "Attributes" in found else None)
 
     def _update_registration(self, trigger: Trigger, update: str, values: Item, extra: str = "") -> bool:
         """Applies `update` only while the trigger's registration and attempt still stand."""
