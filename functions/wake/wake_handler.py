@@ -28,7 +28,7 @@ install(app)
     "/wakeup/wake",
     summary="Register the instance's wake (instance token)",
     description="Replaces whatever wake the instance had; a time in the past means now.",
-    responses=replies({204: (None, "Registered.")}, errors=(400, 401, 413, 429)),
+    responses=replies({204: (None, "Registered.")}, errors=(400, 401, 409, 413, 429)),
     openapi_extensions=body("RegisterWakeBody"),
 )
 def put_wake() -> Response[str]:

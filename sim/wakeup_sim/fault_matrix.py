@@ -27,6 +27,7 @@ from wakeup.logic.delivery import EARLY_REARM_S
 from wakeup.logic.retry import retry_delay_s
 from wakeup.settings import SettingsError, load_settings
 from wakeup.table.items import instance_key, pending_shard
+from wakeup.table.registrations import Superseded
 from wakeup.times import epoch_ms
 from wakeup_sim.api_gateway import Registration
 from wakeup_sim.deployment import Deployment, from_template
@@ -302,6 +303,8 @@ def _trigger_lost(world: World, injector: FaultInjector, instance_id: str, due: 
         try:
             world.store.register_wake(instance_id, at, uuid.UUID(int=reg).hex)
             injector.acknowledge(instance_id, uuid.UUID(int=reg).hex)
+            return
+        except Superseded:  # a newer registration stands: this one is its client's 409, no 2xx
             return
         except (ClientError, BotoCoreError):
             world.engine.sleep(1.0)

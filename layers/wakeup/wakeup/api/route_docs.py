@@ -16,7 +16,8 @@ ERRORS = {
     401: "The token is missing, malformed, unknown, revoked, or of the wrong kind for the route.",
     403: "The instance belongs to another account, or the account may not do what was asked.",
     404: "No such instance (an unknown or malformed id).",
-    409: "Another account registered this instance token.",
+    409: "Another account registered this instance token; or, for a wake, a newer wake of the instance, registered "
+    "while this one was written, stands instead.",
     413: "The body is larger than 16 KiB.",
     429: 'Too many requests: the service\'s limit (`{"error"}`, with `Retry-After`: the seconds until its window '
     'opens again), or API Gateway\'s throttle (`{"message"}`).',
