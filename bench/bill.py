@@ -31,9 +31,10 @@ from wakeup.observability import metrics
 from wakeup_awsfacts.template import SERVERLESS_FUNCTION, Resolver, load_template
 from wakeup_sim import report
 from wakeup_sim.deployment import TEMPLATE, Deployment, from_template
+from wakeup_sim.grid import QUIET, SCENARIOS
 from wakeup_sim.logs import counted_logs
 from wakeup_sim.planner import settings_for
-from wakeup_sim.scenarios import SCENARIOS, T0, Scenario, run
+from wakeup_sim.scenarios import T0, Scenario, run
 from wakeup_sim.world import World
 
 STEADY_RATE = 100  # wakes a second
@@ -125,7 +126,7 @@ def per_million(
 def quiet_per_million(deployment: Deployment, path: str, traced: Set[str], traceable: Set[str] = frozenset()) -> Wakes:
     """A million wakes of `path` on a quiet stack: `make simulate`'s wake every 10 minutes, each
     meeting a cold caller at the memory the planner gives a quiet stack (wakeup.logic.planner)."""
-    [scenario] = [s for s in SCENARIOS if s.name.startswith("a wake every 10 minutes") and s.planner]
+    [scenario] = [s for s in SCENARIOS if s.name == QUIET]
     return priced(replace(scenario, path=path), deployment, traced, traceable)
 
 
