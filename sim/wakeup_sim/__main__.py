@@ -55,11 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-init-boost", action="store_true", help="init at the memory's share of a vCPU (the assumption's other end)"
     )
-    parser.add_argument("--reclaim", type=float, help="seconds Lambda keeps an idle environment (an assumption)")
+    parser.add_argument("--reclaim", type=float, help="seconds an idle cell keeps an idle environment")
     args = parser.parse_args(argv)
     chosen = [s for s in SCENARIOS if not args.only or args.only in s.name]
     if args.reclaim is not None:
-        chosen = [replace(s, reclaimed_after_s=args.reclaim) for s in chosen]
+        chosen = [replace(s, reclaimed_after_s=args.reclaim) if s.reclaimed_after_s else s for s in chosen]
     parameters = _parameters(args.parameter)
     profile = replace(AWS, init_unthrottled=False) if args.no_init_boost else AWS
     started, cpu_before = time.monotonic(), cpu_s()

@@ -8,9 +8,9 @@
 - And the scenarios that still earn their place: hosts down, one host failing for two days, bursts
   registered over the minutes before, hosts registering at once, 100,000 with the quotas raised.
 
-"Idle": the event source at rest and no warm environment (each reclaimed). "Warm": already scaled
-out, with warm environments. Every cell lets Lambda reclaim an environment idle
-`deployment.RECLAIM_IDLE_S` (an assumption: `make simulate --reclaim` runs the other end).
+"Idle": the event source at rest and no warm environment, Lambda reclaiming an environment idle
+`deployment.RECLAIM_IDLE_S` (an assumption: `make simulate --reclaim` runs the other end). "Warm":
+already scaled out, with warm environments, which other traffic keeps warm (none reclaimed).
 
 Each cell's bound (`Scenario.bound_s`) is its p99 lateness at most: a second with the planner on; a
 burst the planner does not raise pollers for (it fails, or the burst comes with no warning) is held
@@ -72,7 +72,7 @@ def _bursts() -> list[Scenario]:
             path=path,
             warm=warm,
             planner=planner,
-            reclaimed_after_s=RECLAIM_IDLE_S,
+            reclaimed_after_s=None if warm else RECLAIM_IDLE_S,
             bound_s=ON_TIME_S if planner else default_scaling_bound_s(n),
         )
         for planner in (True, False)
@@ -89,7 +89,7 @@ def _steady() -> list[Scenario]:
             wakes,
             rate_per_s=rate,
             warm=warm,
-            reclaimed_after_s=RECLAIM_IDLE_S,
+            reclaimed_after_s=None if warm else RECLAIM_IDLE_S,
             bound_s=ON_TIME_S,
         )
         for label, rate, wakes in STEADY
@@ -113,7 +113,7 @@ def _shapes() -> list[Scenario]:
             sum(count for _, _, count in segments),
             segments=segments,
             warm=warm,
-            reclaimed_after_s=RECLAIM_IDLE_S,
+            reclaimed_after_s=None if warm else RECLAIM_IDLE_S,
             bound_s=ON_TIME_S,
         )
 
@@ -148,7 +148,7 @@ def _kept() -> list[Scenario]:
                 100000,
                 warm=warm,
                 levers=QUOTAS_RAISED_100K,
-                reclaimed_after_s=RECLAIM_IDLE_S,
+                reclaimed_after_s=None if warm else RECLAIM_IDLE_S,
             )
             for warm in (False, True)
         ),

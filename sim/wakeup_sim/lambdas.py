@@ -105,7 +105,7 @@ class Function:
         """Environments already initialised and invoked (a function that served recently)."""
         for _ in range(count):
             environment = self._environment()
-            environment.set_up = True
+            environment.set_up, environment.idle_since = True, self.engine.now
             self.idle.append(environment)
 
     def init_s(self) -> float:
@@ -132,9 +132,14 @@ class Function:
         `hops`: how many SQS-invoked invocations of this function led to this one."""
         if self.account.in_use >= self.account.limit:
             raise Throttled(self.name)
-        if self.reclaim_idle_s is not None:
+        if self.reclaim_idle_s is not None and self.idle:
+            # `idle` is in the order the environments went idle (an invocation takes the last): the
+            # reclaimed are its first.
             kept_since = self.engine.now - self.reclaim_idle_s
-            self.idle = [e for e in self.idle if e.idle_since >= kept_since]
+            reclaimed = 0
+            while reclaimed < len(self.idle) and self.idle[reclaimed].idle_since < kept_since:
+                reclaimed += 1
+            del self.idle[:reclaimed]
         if not self.idle:
             if self._scaling is None:
                 self._scaling = Bucket(quotas.SCALING_ENVIRONMENTS_PER_S, quotas.SCALING_BURST, self.engine.now)

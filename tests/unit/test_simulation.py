@@ -108,7 +108,7 @@ def test_simulate_prints_each_scenarios_cost_line_by_line_adding_up_to_its_figur
     assert main(["--only", "one host failing", "--no-plots", "--workers", "1", "--costs"]) == 0
     printed = capsys.readouterr().out
     [row] = [line for line in printed.splitlines() if line.startswith("| one host failing")]
-    usd = row.split(" | ")[9]
+    usd = row.split(" | ")[10]
     [total] = [line for line in printed.splitlines() if line.startswith("| **total per million wakes**")]
     assert total == f"| **total per million wakes** | **{usd}** |"
     lines = [line for line in printed.splitlines() if " → $" in line]
@@ -134,3 +134,26 @@ def test_simulate_runs_each_scenario_in_a_process_of_its_own() -> None:
     with worker.pool(1, plots=False) as pool:
         processes = {pool.submit(os.getpid).result() for _ in range(3)}
     assert len(processes) == 3 and os.getpid() not in processes
+
+
+def test_simulate_fails_when_a_cell_misses_its_bound_and_says_so_on_its_last_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wakeup_sim import __main__ as simulate
+    from wakeup_sim.grid import ON_TIME_S
+
+    # given a cell held to a bound it keeps, and one held to a bound no burst keeps
+    cells = [
+        Scenario("kept", 30, warm=True, bound_s=ON_TIME_S),
+        Scenario("missed", 30, planner=False, bound_s=0.001),
+    ]
+    monkeypatch.setattr(simulate, "SCENARIOS", cells)
+
+    # then make simulate exits non-zero, its last line counting the cell over its bound
+    assert simulate.main(["--no-plots", "--workers", "1"]) == 1
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("simulate: 2 cells, over bound 1, lost 0, called twice 0, worst p99 ")
+    assert last.endswith(" s (missed)")
+    # and with the kept cell alone, zero
+    assert simulate.main(["--no-plots", "--workers", "1", "--only", "kept"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("simulate: 1 cells, over bound 0, lost 0")
