@@ -50,7 +50,7 @@ INIT_UNTHROTTLED = True
 # against a warm one's, Python 3.13 at 128 MB; /work/shared/TOOLING.md, "Cold starts by memory").
 # At one vCPU: 0.3 s times 128 MB's share (128 / 1,769).
 FIRST_CALL_S_AT_128_MB = 0.3
-FIRST_CALL_CPU_S = FIRST_CALL_S_AT_128_MB * 128 / MB_PER_VCPU
+FIRST_CALL_CPU_S: float = FIRST_CALL_S_AT_128_MB * 128 / MB_PER_VCPU
 # CPU a request takes in botocore (serialise, sign, parse), at one vCPU (assumption; bench.cpu
 # measures the local stack's caller at 1 to 2 ms a request).
 AWS_REQUEST_CPU_S = 0.0015

@@ -28,6 +28,9 @@ from wakeup_sim.deployment import INIT_S_AT_ONE_VCPU, RECLAIM_IDLE_S
 from wakeup_sim.scenarios import Scenario
 
 ON_TIME_S = 1.0
+# The caller's one memory that holds the grid (docs/scaling.md, "The caller's memory"): the smallest
+# tried whose worst cell is within its bound. template.yaml's CallerMemorySize is to be set from it.
+CALLER_MEMORY_MB = 224
 BURSTS = (1, 10, 30, 50, 100, 300, 1000, 10000)
 # (a name, wakes a second, wakes run): long enough for its p99 to settle, and a few hundred at least.
 STEADY = (

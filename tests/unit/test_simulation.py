@@ -8,6 +8,7 @@ import pytest
 
 from wakeup_sim import report
 from wakeup_sim.deployment import from_template
+from wakeup_sim.grid import CALLER_MEMORY_MB, default_scaling_bound_s
 from wakeup_sim.scenarios import Scenario, run
 
 HOUR = 3600.0
@@ -25,7 +26,9 @@ def test_a_burst_on_an_idle_stack_is_called_within_a_second_with_the_planners_po
     # given an event source at rest and no warm caller: the pollers the planner raised for the
     # burst are ready (Lambda's default scaling, five batches and five more a second, makes it
     # p99 2.9 s; tests/unit/test_simulation_planner.py)
-    figures = report.figures(run(Scenario("cold burst", 1000, path=path), from_template()))
+    # (the caller at the one memory that holds the grid: docs/scaling.md)
+    deployment = from_template(parameters={"CallerMemorySize": str(CALLER_MEMORY_MB)})
+    figures = report.figures(run(Scenario("cold burst", 1000, path=path, reclaimed_after_s=300.0), deployment))
     assert figures.p99_s <= 1.0
     assert figures.lost == 0 and figures.called_twice == 0 and figures.overlapping_calls == 0
 
@@ -157,3 +160,11 @@ def test_simulate_fails_when_a_cell_misses_its_bound_and_says_so_on_its_last_lin
     # and with the kept cell alone, zero
     assert simulate.main(["--no-plots", "--workers", "1", "--only", "kept"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith("simulate: 1 cells, over bound 0, lost 0")
+
+
+def test_a_burst_with_no_warning_is_held_to_what_lambdas_default_scaling_gives() -> None:
+    # five concurrent batches at first, five more each second, each batch held a second, and a cold
+    # start: 100 batches (1,000 wakes) have run in 6 s, 1,000 (10,000 wakes) in 20 s
+    assert default_scaling_bound_s(50) == pytest.approx(1 + 0.43 + 1.0)
+    assert default_scaling_bound_s(1000) == pytest.approx(6 + 0.43 + 1.0)
+    assert default_scaling_bound_s(10000) == pytest.approx(20 + 0.43 + 1.0)
