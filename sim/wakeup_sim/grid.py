@@ -30,7 +30,7 @@ from wakeup_sim.scenarios import Scenario
 ON_TIME_S = 1.0
 # The caller's one memory that holds the grid (docs/scaling.md, "The caller's memory"): the smallest
 # tried whose worst cell is within its bound. template.yaml's CallerMemorySize is to be set from it.
-CALLER_MEMORY_MB = 224
+CALLER_MEMORY_MB = 256
 BURSTS = (1, 10, 30, 50, 100, 300, 1000, 10000)
 # (a name, wakes a second, wakes run): long enough for its p99 to settle, and a few hundred at least.
 STEADY = (
