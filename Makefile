@@ -134,14 +134,17 @@ $(NATIVE)/.built: $(STAMP) $(NATIVE_SOURCES)
 	touch $@
 
 # A simulation of the deployment at AWS's scale, driving the service's own delivery code on virtual
-# time: every scenario's figures as Markdown, its plot in docs/scaling/ (see docs/scaling.md). Where
-# the modules cannot be compiled (no C compiler or Python headers) it runs them as Python, says so,
-# and tries again on its next run.
+# time: the grid of loads (sim/wakeup_sim/grid.py), each cell's figures as Markdown, the worst cell's
+# plot in docs/scaling/ (see docs/scaling.md). It fails when a cell misses its bound, loses a wake or
+# calls one twice; its last line says so. Options after SIM_ARGS, e.g.
+# `make simulate SIM_ARGS="--only 'steady 0.2/s' --no-init-boost"`. Where the modules cannot be
+# compiled (no C compiler or Python headers) it runs them as Python, says so, and tries again on
+# its next run.
 .PHONY: simulate
 simulate: $(STAMP)
 	@$(MAKE) --no-print-directory $(NATIVE)/.built || \
 		echo "make simulate: running the simulator's Python modules (slower than compiled)" >&2
-	PYTHONPATH=$(NATIVE):. $(BIN)/python -m wakeup_sim
+	PYTHONPATH=$(NATIVE):. $(BIN)/python -m wakeup_sim $(SIM_ARGS)
 
 # What a deployment costs before it is deployed: every charge of a month with no wake, a million near
 # and far wakes at a steady 100 a second (the simulator), a month at a few volumes, for template.yaml's

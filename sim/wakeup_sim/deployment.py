@@ -18,6 +18,7 @@ from wakeup_awsfacts.quotas import (
     ACCOUNT_CONCURRENCY,
     DEFAULT_MEMORY_MB,
     DEFAULT_TIMEOUT_S,
+    MB_PER_VCPU,
     SCHEDULER_INVOCATIONS_PER_S,
 )
 from wakeup_awsfacts.template import Resolver, Template, load_template
@@ -25,20 +26,55 @@ from wakeup_awsfacts.template import Resolver, Template, load_template
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
 
-# --- what this service's code costs in time (measured here, see docs/benchmark.md) --------------
-# Init of the caller's module and clients in a fresh process at one vCPU (bench "whole process").
+# --- what this service's code costs in time, and what Lambda does with it -----------------------
+# Each figure names its source: an AWS page, a published measurement (repository or article, its
+# date and figures), a measurement here (docs/benchmark.md), or "assumption" (docs/scaling.md runs
+# the grid at both ends of an assumption's range where a cell's figure depends on it).
+#
+# A cold start's init: the caller's modules and clients in a fresh process at one vCPU, 0.43 s here
+# (docs/benchmark.md, "whole process"). Published measurements on Lambda agree, at every memory:
+# cebert/aws-lambda-performance-benchmarks (November 2025, 125 cold starts a setting, Python 3.13,
+# boto3 and a DynamoDB client made at init): about 430 ms on arm64 (the caller's architecture) at
+# 128, 1,024 and 1,769 MB alike (x86: 489, 490, 492 ms); powertools-lambda-layer-cdk #10
+# (Powertools' load tests, 128 MB, Logger and Parser): median 446 ms on arm64.
 INIT_S_AT_ONE_VCPU = 0.43
-# CPU a request takes in botocore (serialise, sign, parse), at one vCPU (an assumption).
+# On-demand init runs with its CPU unthrottled: its one-vCPU time at any memory (the measurements
+# above: 128 MB no slower than 1,769; AWS Serverless Land, "Effectively running Java on
+# Serverless": on-demand functions "use a full vCPU (non-throttled)" during init). AWS's developer
+# guide does not state it: an assumption with a source, whose other end (False: init at the
+# memory's share, 5.9 s at 128 MB) docs/scaling.md runs.
+INIT_UNTHROTTLED = True
+# The first invocation's lazy setup (botocore's endpoint and credential resolution, the first
+# request's connection) on top of the handler's work: about +0.3 s at 128 MB, at the memory's
+# share (cebert/aws-lambda-performance-benchmarks, November 2025: the first invocation's duration
+# against a warm one's, Python 3.13 at 128 MB; /work/shared/TOOLING.md, "Cold starts by memory").
+# At one vCPU: 0.3 s times 128 MB's share (128 / 1,769).
+FIRST_CALL_S_AT_128_MB = 0.3
+FIRST_CALL_CPU_S: float = FIRST_CALL_S_AT_128_MB * 128 / MB_PER_VCPU
+# CPU a request takes in botocore (serialise, sign, parse), at one vCPU (assumption; bench.cpu
+# measures the local stack's caller at 1 to 2 ms a request).
 AWS_REQUEST_CPU_S = 0.0015
-# CPU of one host call (a new connection, TLS handshake included), at one vCPU (an assumption).
+# CPU of one host call (a new connection, TLS handshake included), at one vCPU (assumption).
 HOST_CALL_CPU_S = 0.004
-# A handler's own overhead per invocation (Powertools decorators, batch bookkeeping).
+# A handler's own overhead per invocation (Powertools decorators, batch bookkeeping; assumption).
 INVOCATION_CPU_S = 0.003
 # Round trips within a Region (assumptions, typical of published measurements).
 DYNAMODB_LATENCY_S = 0.006
 SQS_LATENCY_S = 0.012
 SCHEDULER_LATENCY_S = 0.030
 RECEIVE_LATENCY_S = 0.020
+# How long Lambda keeps an idle environment before reclaiming it: AWS names no time (the Shutdown
+# phase of "Understanding the Lambda execution environment lifecycle"): an assumption, run at
+# both ends of the range published observations give: Yan Cui, "Finding coldstarts: how long does
+# AWS Lambda keep your idle functions around?" (theburningmonk.com, June 2017): no longer after 5
+# minutes, some kept 30 minutes, generally reclaimed after 45 to 60. A grid's "idle" cells start
+# with every environment reclaimed.
+RECLAIM_IDLE_S = 300.0
+RECLAIM_IDLE_RANGE_S = (300.0, 3600.0)
+# How long an UpdateFunctionConfiguration takes to apply (LastUpdateStatus InProgress, "Lambda
+# function states"): AWS names no time; seconds in practice (assumption, range 2 to 60 s).
+FUNCTION_UPDATE_S = 10.0
+FUNCTION_UPDATE_RANGE_S = (2.0, 60.0)
 
 
 @dataclass(frozen=True)
@@ -61,8 +97,6 @@ class Deployment:
     recursive_loop_allowed: bool
     api_rate: float
     api_burst: float
-    # The caller's memory while the planner has a burst's capacity raised (CallerBurstMemorySize).
-    caller_burst_memory_mb: int | None = None
     table_write_units_per_s: float = TABLE_WRITE_UNITS_PER_S
     table_read_units_per_s: float = TABLE_READ_UNITS_PER_S
     account_concurrency: int = ACCOUNT_CONCURRENCY
@@ -117,7 +151,6 @@ def from_template(path: Path = TEMPLATE, parameters: Mapping[str, str] | None = 
         indexes=indexes_of(template, resolver),
         caller_memory_mb=int(caller_properties.get("MemorySize", DEFAULT_MEMORY_MB)),
         caller_timeout_s=float(caller_properties.get("Timeout", DEFAULT_TIMEOUT_S)),
-        caller_burst_memory_mb=int(defaults["CallerBurstMemorySize"]) if "CallerBurstMemorySize" in defaults else None,
         wake_memory_mb=int(wake_properties.get("MemorySize", DEFAULT_MEMORY_MB)),
         sweeper_memory_mb=int(sweeper_properties.get("MemorySize", DEFAULT_MEMORY_MB)),
         batch_size=int(event.get("BatchSize", 10)),

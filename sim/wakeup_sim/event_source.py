@@ -74,10 +74,15 @@ class EventSource:
     # The CPU a batch costs the event source (receive and delete), given the batch's size.
     batch_work: Callable[[int], None] = lambda size: None
     rng: random.Random = field(default_factory=lambda: random.Random(0))
+    # Already scaled out for the scenario's length (a warm mapping, `for_deployment`).
+    kept_out: bool = False
+    # Empty long polls of the resting pollers before the last change of mode (`provision`).
+    _rested_polls: float = 0.0
+    _rested_since: float = 0.0
 
     def begin(self) -> None:
         self.target = float(self.start)
-        self._idle_since = self._began = self.engine.now
+        self._idle_since = self._began = self._rested_since = self.engine.now
         self.queue.on_visible = self._wake_pollers
         self._grow()
         self.engine.at(self.engine.now + 1, self._scale)
@@ -99,7 +104,10 @@ class EventSource:
             since, poller = self._idle.popleft()
             self.idle_poll_s += now - since
             woken.append(poller)
-            wanted -= 1
+            # A poller scaled in since it began waiting ends when woken (`_again`): it is not one
+            # of those the messages need, or they would wait for the next message to be woken for.
+            if poller.index <= int(self.target):
+                wanted -= 1
         if self.poll_interval_s:
             for poller in woken[:idle]:
                 self.engine.at(now, self._fill, poller)
@@ -134,7 +142,19 @@ class EventSource:
     def long_polls(self) -> float:
         """Empty receives so far: the mapping's resting pollers each end a long poll every 20 s (a
         poller scaled out for a burst is counted by its receives only)."""
-        return (self.engine.now - self._began) * self.resting / LONG_POLL_S
+        return self._rested_polls + (self.engine.now - self._rested_since) * self.resting / LONG_POLL_S
+
+    def provision(self, scaling: Scaling, resting: int) -> None:
+        """An update of the mapping applied (`UpdateEventSourceMapping`, its ProvisionedPollerConfig
+        set or removed): it scales by `scaling` from now, `resting` pollers long-polling at rest.
+        Pollers already out stay until they are idle (`_scale`), as in either mode."""
+        now = self.engine.now
+        self._rested_polls = self.long_polls()
+        self._rested_since, self.resting = now, resting
+        self.cap, self.scale_up_per_s = scaling.maximum, scaling.per_minute / 60
+        self.floor = self.cap if self.kept_out else scaling.initial
+        self.target = min(float(self.cap), max(self.target, float(self.floor)))
+        self._grow()
 
     def _grow(self) -> None:
         while self.pollers < int(self.target):
@@ -243,6 +263,15 @@ class EventSource:
         self.queue.delete([message for message in batch if message.id not in failed])
 
 
+def scaling_of(deployment: Any, minimum_pollers: int | None, maximum_pollers: int | None) -> tuple[Scaling, int]:
+    """How the caller's mapping scales with `minimum_pollers` provisioned (None: provisioned mode
+    off, Lambda's default scaling), and its pollers at rest (each of the minimum long-polls)."""
+    if minimum_pollers is not None:
+        return Scaling.provisioned(minimum_pollers, maximum_pollers), minimum_pollers
+    standard = Scaling.standard(deployment.maximum_concurrency, account_concurrency=deployment.account_concurrency)
+    return standard, STANDARD_INITIAL
+
+
 def for_deployment(
     engine: Engine,
     queue: Queue,
@@ -254,12 +283,8 @@ def for_deployment(
     """The caller's mapping as the template configures it, cold (five batches) or already scaled;
     or with `scaling`: the local stack's poller, as it scales on this machine."""
     resting = STANDARD_INITIAL
-    if scaling is None and deployment.minimum_pollers is not None:
-        scaling = Scaling.provisioned(deployment.minimum_pollers, deployment.maximum_pollers)
-        # Each of the minimum pollers long-polls the queue.
-        resting = deployment.minimum_pollers
-    elif scaling is None:
-        scaling = Scaling.standard(deployment.maximum_concurrency, account_concurrency=deployment.account_concurrency)
+    if scaling is None:
+        scaling, resting = scaling_of(deployment, deployment.minimum_pollers, deployment.maximum_pollers)
     floor, cap, scale = scaling.initial, scaling.maximum, scaling.per_minute / 60
     return EventSource(
         engine=engine,
@@ -272,6 +297,7 @@ def for_deployment(
         scale_up_per_s=scale,
         # A warm mapping has been busy: it stays scaled out for the scenario's length.
         floor=cap if warm else floor,
+        kept_out=warm,
         resting=resting,
         recursion_allowed=deployment.recursive_loop_allowed,
     )

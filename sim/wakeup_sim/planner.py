@@ -1,14 +1,12 @@
-"""The planner in the simulator: which provisioned pollers, and which caller memory, are in effect
-at a burst's second.
+"""The planner in the simulator: the service's own planning, run every minute through a scenario.
 
-The service's own planning (`wakeup.logic.planner.run`) runs every minute over the wakes
-registered by then, against an event source whose updates apply `update_delay_s` after they are
-sent and which takes no update while one applies (`wakeup.logic.planner`'s docstring says what AWS
-does and does not document). The simulator's event source keeps one `MinimumPollers` for a
-scenario, so a burst's scenario runs with the pollers in effect at its first second: those the
-planner's runs got there in time, or none (Lambda's default scaling) when they did not; likewise
-the caller's memory, its burst size or its resting one. A memory update is assumed to apply after
-the same delay as the mapping's (AWS documents neither; the function's is seconds in practice).
+`wakeup.logic.planner.run` runs every `PERIOD_S` over the wakes registered by then (`Pending`, the
+pending-wakes index's counts), with its real decisions at each run, against the caller's mapping
+as Lambda applies an update (`Mapping`): `UpdateEventSourceMapping` answers at once and the mapping
+is `Updating` for the planner's assumed `update_delay_s` (AWS names no time: an assumption, the
+template's PlannerUpdateDelaySeconds), taking no other update meanwhile; then the event source
+scales as the update says (`EventSource.provision`). The caller keeps one memory throughout
+(template.yaml's CallerMemorySize): the planner changes no function's configuration.
 """
 
 from collections import Counter
@@ -17,67 +15,82 @@ from dataclasses import dataclass, field
 from wakeup.event_source import MappingState
 from wakeup.logic.planner import PlannerSettings, run
 from wakeup_sim.deployment import Deployment
+from wakeup_sim.engine import Engine
+from wakeup_sim.event_source import EventSource, scaling_of
 
 PERIOD_S = 60
 
 
 @dataclass
-class _Index:
-    """`DueCounts` of the wakes registered by the planner's run, all in one shard."""
+class Pending:
+    """`DueCounts` of the wakes registered so far, all in one shard. A wake called stays counted (the
+    service's index drops it): capacity is kept at most the planner's `after_s` longer, and billed."""
 
-    registered: list[tuple[float, float]]  # (registered at, due)
-    now: float = 0.0
+    counts: Counter[int] = field(default_factory=Counter)
 
     def due_per_second(self, shard: int, start: int, end: int) -> Counter[int]:
         if shard:
             return Counter()
-        return Counter(int(due) for at, due in self.registered if at <= self.now and start <= due < end)
+        counts = self.counts
+        return Counter({second: counts[second] for second in range(start, end) if second in counts})
 
 
 @dataclass
-class _Mapping:
-    """The caller's mapping: an update applies `delay_s` after it is sent."""
+class Mapping:
+    """The caller's mapping in a running world: an update sent is `Updating` for `delay_s`, and then
+    the event source scales as it says. `sent`: (sent, applied, pollers) of every update."""
 
+    engine: Engine
+    event_source: EventSource
+    deployment: Deployment
     delay_s: float
-    now: float = 0.0
     pollers: int | None = None
-    applying: list[tuple[float, int | None]] = field(default_factory=list)
-    sent: list[tuple[float, float, int | None]] = field(default_factory=list)  # (sent, applied, pollers)
-
-    def settle(self) -> None:
-        while self.applying and self.applying[0][0] <= self.now:
-            self.pollers = self.applying.pop(0)[1]
+    applying: bool = False
+    sent: list[tuple[float, float, int | None]] = field(default_factory=list)
 
     def read(self) -> MappingState:
-        self.settle()
         return MappingState(state="Updating" if self.applying else "Enabled", pollers=self.pollers)
 
     def set_pollers(self, pollers: int | None, maximum: int) -> None:
-        self.applying.append((self.now + self.delay_s, pollers))
-        self.sent.append((self.now, self.now + self.delay_s, pollers))
+        now = self.engine.now
+        self.applying = True
+        self.sent.append((now, now + self.delay_s, pollers))
+        self.engine.at(now + self.delay_s, self._apply, pollers, maximum)
+
+    def _apply(self, pollers: int | None, maximum: int) -> None:
+        self.pollers, self.applying = pollers, False
+        self.event_source.provision(*scaling_of(self.deployment, pollers, maximum))
 
 
 @dataclass
-class _Caller:
-    """The caller's memory: an update applies `delay_s` after it is sent."""
+class Planner:
+    """The planner function, run every `PERIOD_S` from a whole minute: its runs' results kept."""
 
-    delay_s: float
-    memory_mb: int
-    now: float = 0.0
-    applying: list[tuple[float, int]] = field(default_factory=list)
-    sent: list[tuple[float, int]] = field(default_factory=list)  # (applied, memory)
+    engine: Engine
+    pending: Pending
+    mapping: Mapping
+    settings: PlannerSettings
+    runs: int = 0
 
-    def settle(self) -> None:
-        while self.applying and self.applying[0][0] <= self.now:
-            self.memory_mb = self.applying.pop(0)[1]
+    def begin(self) -> None:
+        first = -(-self.engine.now // PERIOD_S) * PERIOD_S
+        self.engine.at(first, self._tick)
 
-    def read_memory(self) -> int:
-        self.settle()
-        return self.applying[-1][1] if self.applying else self.memory_mb
+    def _tick(self) -> None:
+        self.runs += 1
+        run(self.pending, self.mapping, self.settings, int(self.engine.now))
+        self.engine.at(self.engine.now + PERIOD_S, self._tick)
 
-    def set_memory(self, memory_mb: int) -> None:
-        self.applying.append((self.now + self.delay_s, memory_mb))
-        self.sent.append((self.now + self.delay_s, memory_mb))
+    def epu_s(self) -> float:
+        """EPU-seconds of the pollers the planner raised above the floor (`billed_epu_s`)."""
+        return billed_epu_s(self.mapping.sent, self.settings.floor_pollers)
+
+
+def planner_for(engine: Engine, event_source: EventSource, deployment: Deployment, pending: Pending) -> Planner:
+    """The planner as template.yaml deploys it, over `pending`, for the world's caller mapping."""
+    settings = settings_for(deployment)
+    mapping = Mapping(engine, event_source, deployment, settings.update_delay_s, pollers=deployment.minimum_pollers)
+    return Planner(engine, pending, mapping, settings)
 
 
 def settings_for(deployment: Deployment, **changes: int) -> PlannerSettings:
@@ -88,18 +101,6 @@ def settings_for(deployment: Deployment, **changes: int) -> PlannerSettings:
         max_pollers=deployment.maximum_pollers or PlannerSettings().max_pollers,
         floor_pollers=deployment.minimum_pollers or 0,
     ).model_copy(update=changes)
-
-
-@dataclass(frozen=True)
-class Raised:
-    """What the planner's runs did for a burst: the provisioned pollers in effect at its second
-    (None: none, Lambda's default scaling), the caller's memory then, and the EPU-seconds billed
-    for those raised above the floor (CallerMinimumPollers), from the burst's first raise to
-    provisioned mode off again."""
-
-    pollers: int | None
-    epu_s: float
-    memory_mb: int
 
 
 # "Provisioned Mode for Event Source Mapping (ESM) Pricing" (AWS Lambda pricing, wakeup_cost.cost's
@@ -127,57 +128,3 @@ def billed_epu_s(sent: list[tuple[float, float, int | None]], floor: int) -> flo
             total += level * (end - begin)
             peak = max(peak, level)
     return max(total, EPU_MINIMUM_S * peak) if peak else 0.0
-
-
-def raised_for(
-    burst_at: float, registered: list[tuple[float, float]], settings: PlannerSettings, start: float, memory_mb: int
-) -> Raised:
-    """The planner's runs every minute from `start` (a whole minute) over the wakes `registered`
-    (when, and due when), the caller at `memory_mb` before: the pollers and the caller's memory in
-    effect at `burst_at`, and, the runs going on past the
-    last wake until provisioned mode is back at the floor, what the raised pollers were billed."""
-    index = _Index(registered)
-    mapping = _Mapping(settings.update_delay_s)
-    caller = _Caller(settings.update_delay_s, memory_mb)
-    floor = settings.floor_pollers or None
-    last_due = max(due for _, due in registered)
-    clock = start
-    # A day past the last wake at most: the planner lowers capacity within minutes of a burst.
-    while clock <= last_due + 86400 and (
-        clock <= burst_at or clock <= last_due + settings.after_s or mapping.applying or mapping.pollers != floor
-    ):
-        index.now = mapping.now = caller.now = clock
-        # The planner no longer changes the caller's memory (issue 36): `caller` keeps `memory_mb`.
-        run(index, mapping, settings, int(clock))
-        clock += PERIOD_S
-    # The pollers at the burst's second: the last update applied by then (as `_Mapping.settle`).
-    pollers = None
-    for _, applied, level in mapping.sent:
-        if applied <= burst_at:
-            pollers = level
-    memory = memory_mb
-    for applied, level_mb in caller.sent:
-        if applied <= burst_at:
-            memory = level_mb
-    return Raised(pollers, billed_epu_s(mapping.sent, settings.floor_pollers), memory)
-
-
-def pollers_at(
-    burst_at: float, registered: list[tuple[float, float]], settings: PlannerSettings, start: float
-) -> int | None:
-    """The provisioned pollers in effect at `burst_at` after the planner's runs every minute from
-    `start` (a whole minute) over the wakes `registered` (when, and due when)."""
-    return raised_for(burst_at, registered, settings, start, 0).pollers
-
-
-def planned(deployment: Deployment, registered: list[tuple[float, float]], start: float) -> tuple[Deployment, float]:
-    """`deployment` with the pollers and the caller's memory the planner has in effect at the first
-    wake's second, and the EPU-seconds the raised pollers were billed (`raised_for`)."""
-    settings = settings_for(deployment)
-    burst_at = min(due for _, due in registered)
-    raised = raised_for(burst_at, registered, settings, start, deployment.caller_memory_mb)
-    deployment = deployment.but(caller_memory_mb=raised.memory_mb)
-    if raised.pollers is None:
-        return deployment, raised.epu_s
-    pollers = raised.pollers
-    return deployment.but(minimum_pollers=pollers, maximum_pollers=max(pollers, settings.max_pollers)), raised.epu_s

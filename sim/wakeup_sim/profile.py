@@ -23,6 +23,10 @@ class Profile:
     # CPU at one vCPU, in the function's process: its init (a cold start), its own overhead per
     # invocation, each AWS request (botocore: serialise, sign, parse) and each host call.
     init_cpu_s: float = aws.INIT_S_AT_ONE_VCPU
+    # On-demand init unthrottled (its one-vCPU time at any memory), and the first invocation's lazy
+    # setup at the memory's share (`deployment.py` names their sources).
+    init_unthrottled: bool = aws.INIT_UNTHROTTLED
+    first_call_cpu_s: float = aws.FIRST_CALL_CPU_S
     invocation_cpu_s: float = aws.INVOCATION_CPU_S
     aws_request_cpu_s: float = aws.AWS_REQUEST_CPU_S
     host_call_cpu_s: float = aws.HOST_CALL_CPU_S

@@ -14,7 +14,7 @@ from typing import Any
 from wakeup_sim.deployment import Deployment
 from wakeup_sim.hosts import Call
 from wakeup_sim.logs import counted_logs
-from wakeup_sim.planner import planned
+from wakeup_sim.planner import Planner, planner_for
 from wakeup_sim.profile import AWS, Profile
 from wakeup_sim.world import Wake, World
 
@@ -22,7 +22,6 @@ T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z, a whole minute
 NEAR_LEAD_S = (120.0, 600.0)  # registered 2 to 10 minutes ahead: SQS all the way
 FAR_LEAD_S = (1800.0, 3600.0)  # 30 to 60 minutes ahead: a one-time schedule, then SQS
 SETTLE_S = 900.0  # after the last wake's time, how long the world runs on (retries, sweeps)
-QUIET_SCENARIO_WAKES = 36  # a wake every 10 minutes: six hours
 
 
 @dataclass(frozen=True)
@@ -48,6 +47,11 @@ class Scenario:
     planner: bool = True
     # Lambda reclaims a function's environment idle this long (None: never; `lambdas.Function`).
     reclaimed_after_s: float | None = None
+    # A load's shape (else `rate_per_s` or all at one second): (from the first wake's second, over
+    # how many seconds, how many wakes) each, due at random within its span (0: all at that second).
+    segments: tuple[tuple[float, float, int], ...] = ()
+    # The p99 lateness the scenario is held to (`make simulate` fails past it); None: reported only.
+    bound_s: float | None = None
 
 
 @dataclass
@@ -61,8 +65,10 @@ class Outcome:
     log_bytes: int
     sweeper_rearmed: int
     # Provisioned pollers' EPU-seconds while it ran: those the deployment keeps (MinimumPollers),
-    # for the whole simulated span, and those the planner raised for its burst (`planned`).
+    # for the whole simulated span, and those the planner raised (`wakeup_sim.planner`).
     epu_s: float = 0.0
+    # The planner that ran every minute through it (None: failing throughout).
+    planner: Planner | None = None
 
 
 @contextmanager
@@ -118,6 +124,10 @@ def _times(scenario: Scenario, rng: random.Random) -> tuple[list[float], list[fl
     if scenario.registering_within_s:
         registered_at = [T0 + 60 + rng.random() * scenario.registering_within_s for _ in hosts]
         dues = [when + lead[0] + rng.random() * (lead[1] - lead[0]) for when in registered_at]
+    elif scenario.segments:
+        segments = scenario.segments
+        dues = [start_due + begin + rng.random() * span for begin, span, count in segments for _ in range(count)]
+        assert len(dues) == scenario.wakes, "a shaped scenario's wakes are its segments'"
     elif scenario.rate_per_s:
         span = scenario.wakes / scenario.rate_per_s
         dues = [start_due + rng.random() * span for _ in hosts]
@@ -132,34 +142,16 @@ def _times(scenario: Scenario, rng: random.Random) -> tuple[list[float], list[fl
     return dues, registered, start_due
 
 
-def _planned(scenario: Scenario, deployment: Deployment, profile: Profile) -> tuple[Deployment, float]:
-    """With the planner on (`Scenario.planner`), a burst at one second, or a rate on a cold stack,
-    runs with the pollers and the caller's memory the planner's runs put in effect by its first wake
-    (wakeup_sim.planner), and the EPU-seconds of the pollers it raised; a scenario that sets its own
-    pollers (a lever) keeps them. A warm rate's stack was at that rate before: the planner had it
-    at rest already (its window busy), as the deployment has it."""
-    if not scenario.planner or scenario.rate_per_s and scenario.warm or scenario.registering_within_s:
-        return deployment, 0.0
-    with counted_logs():  # the planner's log lines are not the scenario's
-        # The scenario's times as its run draws them (`_lay_out`), its hosts passed over.
-        world = World(deployment, start=T0, seed=scenario.seed, warm=scenario.warm, profile=profile)
-        world.pass_over_instances(scenario.wakes)
-        dues, registered, _ = _times(scenario, world.rng)
-        raised, epu_s = planned(deployment, list(zip(registered, dues, strict=True)), T0)
-    if "minimum_pollers" in scenario.levers:
-        # Its own pollers kept (a floor the planner keeps too, billed as the scenario's own); the
-        # caller's memory is still the planner's.
-        return deployment.but(caller_memory_mb=raised.caller_memory_mb), 0.0
-    return raised, epu_s
-
-
 def run(scenario: Scenario, deployment: Deployment, profile: Profile = AWS) -> Outcome:
     deployment = deployment.but(**scenario.levers)
     kept_pollers = deployment.minimum_pollers or 0
-    deployment, raised_epu_s = _planned(scenario, deployment, profile)
     with counted_logs() as logs, no_cyclic_collection():
         setting = _lay_out(scenario, deployment, profile)
         world, wakes, dues = setting.world, setting.wakes, setting.dues
+        # The planner runs every minute through the scenario (`Scenario.planner`), or fails throughout.
+        planner = planner_for(world.engine, world.event_source, deployment, world.pending) if scenario.planner else None
+        if planner is not None:
+            planner.begin()
         for function in world.functions:
             function.reclaim_idle_s = scenario.reclaimed_after_s
         if scenario.failing_for_s:
@@ -167,7 +159,7 @@ def run(scenario: Scenario, deployment: Deployment, profile: Profile = AWS) -> O
         for wake, due, when in zip(wakes, dues, setting.registered, strict=True):
             world.register(wake, due, when)
         world.engine.run(max(dues) + SETTLE_S + scenario.failing_for_s)
-    epu_s = kept_pollers * (world.engine.now - world.start) + raised_epu_s
+    epu_s = kept_pollers * (world.engine.now - world.start) + (planner.epu_s() if planner else 0.0)
     return Outcome(
         scenario,
         world,
@@ -178,78 +170,10 @@ def run(scenario: Scenario, deployment: Deployment, profile: Profile = AWS) -> O
         logs.bytes,
         world.sweeper_rearmed,
         epu_s,
+        planner,
     )
 
 
 def first_calls(outcome: Outcome) -> dict[str, Call]:
     calls = outcome.world.hosts.calls
     return {w.instance_id: calls[w.instance_id][0] for w in outcome.wakes if calls.get(w.instance_id)}
-
-
-# template.yaml's defaults are sized for 10,000 wakes at one second; 100,000 need these settings
-# and quota raises (docs/operations.md, "Sizing for bursts"): a warmer table, pollers ready for
-# 2,000 batches and allowed 3,000 (all of the account's concurrency, raised to 3,000), and for far
-# wakes Scheduler's invocations.
-QUOTAS_RAISED_100K = {
-    "table_write_units_per_s": 200000,
-    "table_read_units_per_s": 100000,
-    "minimum_pollers": 200,
-    "maximum_pollers": 300,
-    "account_concurrency": 3000,
-    # Far wakes: their schedules fire within the minute before the lead, 100,000 in it.
-    "scheduler_invocations_per_s": 20000,
-}
-
-SCENARIOS = [
-    *(
-        Scenario(f"{n:,} at one second, {path}, {'warm' if warm else 'cold'}", n, path=path, warm=warm)
-        for n in (1000, 10000)
-        for path in ("near", "far")
-        for warm in (False, True)
-    ),
-    *(
-        Scenario(
-            f"100,000 at one second, {path}, {'warm' if warm else 'cold'}, quotas raised",
-            100000,
-            path=path,
-            warm=warm,
-            levers=QUOTAS_RAISED_100K,
-        )
-        for path in ("near", "far")
-        for warm in (False, True)
-    ),
-    # The planner sees a burst as its hosts register: over the half hour before (far, then near), over
-    # the last 10 minutes (near), and in the last 10 s, too late to raise pollers (no warning).
-    *(
-        Scenario(f"10,000 at one second, registered over the {label} before, cold", 10000, registered_over_s=over)
-        for label, over in (("30 minutes", 1800.0), ("10 minutes", 600.0), ("10 s (no warning)", 10.0))
-    ),
-    # The same at 100,000 with the quotas raised, its pollers the planner's (up to 200, within
-    # `maximum_pollers`), not a lever's.
-    Scenario(
-        "100,000 at one second, registered over the 30 minutes before, cold, quotas raised",
-        100000,
-        registered_over_s=1800.0,
-        levers={k: v for k, v in QUOTAS_RAISED_100K.items() if k != "minimum_pollers"},
-    ),
-    Scenario("steady 100/s for 10 min, near", 60000, rate_per_s=100, warm=True),
-    Scenario("steady 100/s for 10 min, far", 60000, path="far", rate_per_s=100, warm=True),
-    Scenario("steady 1,000/s for 10 min, near", 600000, rate_per_s=1000, warm=True),
-    Scenario("10,000 at one second, 10% of hosts down", 10000, warm=True, down_fraction=0.1),
-    # Every host stopping at once registers its next wake in the same second, on a cold wake function.
-    Scenario("10,000 hosts register in one second", 10000, registering_within_s=1.0),
-    Scenario("10,000 hosts register far wakes in one second", 10000, path="far", registering_within_s=1.0),
-    Scenario("one host failing for two days", 1, failing_for_s=2 * 86400),
-    # A quiet stack (a new user's first, a small deployment): each wake mostly meets a cold caller,
-    # Lambda having reclaimed its environment (assumed after 5 minutes idle; AWS names no time).
-    *(
-        Scenario(
-            f"a wake every 10 minutes on an idle stack{'' if planner else ', planner off'}",
-            QUIET_SCENARIO_WAKES,
-            rate_per_s=1 / 600,
-            reclaimed_after_s=300.0,
-            planner=planner,
-        )
-        for planner in (True, False)
-    ),
-]

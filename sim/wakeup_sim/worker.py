@@ -10,11 +10,13 @@ grows with the heap (docs/scaling.md): a process each took 7 to 9% less CPU over
 import gc
 import multiprocessing
 import time
+from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from wakeup_sim import report
 from wakeup_sim.deployment import from_template
+from wakeup_sim.profile import AWS, Profile
 from wakeup_sim.scenarios import Scenario, run
 
 
@@ -29,14 +31,21 @@ def slug(name: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-").replace("--", "-")
 
 
-def simulate(scenario: Scenario, plots: Path | None) -> tuple[report.Figures, float]:
-    """The scenario's figures, and the CPU it took; its plot drawn in `plots` (None: none)."""
+def simulate(
+    scenario: Scenario,
+    plots: Path | None,
+    parameters: Mapping[str, str] | None = None,
+    profile: Profile = AWS,
+) -> tuple[report.Figures, float, report.Points]:
+    """The scenario's figures, the CPU it took and its lateness points (`report.points`), with
+    template.yaml's `parameters` overridden and on `profile`; its plot drawn in `plots` (None: none)."""
     started = time.process_time()
     # The cyclic collector stays off (`run` turns it off while it runs; off here, it stays off after):
     # the process ends with the scenario, and a pass would walk every object the run made.
     gc.disable()
-    outcome = run(scenario, from_template())
+    outcome = run(scenario, from_template(parameters=parameters), profile)
+    points = report.points(outcome)
     if plots is not None:
-        report.plot(outcome, plots / f"{slug(scenario.name)}.png")
+        report.plot(points, scenario.name, plots / f"{slug(scenario.name)}.png")
     # CPU, not wall time: what the scenario needs of a core, however busy the machine is.
-    return report.figures(outcome), time.process_time() - started
+    return report.figures(outcome), time.process_time() - started, points

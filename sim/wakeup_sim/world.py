@@ -30,6 +30,7 @@ from wakeup_sim.engine import Cpu, Engine, Machine
 from wakeup_sim.event_source import EventSource, for_deployment
 from wakeup_sim.hosts import Hosts
 from wakeup_sim.lambdas import Account, Function
+from wakeup_sim.planner import Pending
 from wakeup_sim.profile import AWS, Profile
 from wakeup_sim.scheduler import Scheduler
 from wakeup_sim.sqs import Message, Queue, SqsClient
@@ -111,6 +112,8 @@ class World:
                 memory_mb,
                 handler,
                 init_s_at_one_vcpu=p.init_cpu_s,
+                init_unthrottled=p.init_unthrottled,
+                first_call_cpu_s=p.first_call_cpu_s,
                 invocation_cpu_s=p.invocation_cpu_s,
                 machine=machine,
             )
@@ -172,6 +175,8 @@ class World:
         self.api = ApiGateway(self.engine, d.api_rate, d.api_burst)
         self.registrations: list[Registration] = []
         self.sweeper_rearmed = 0
+        # The pending-wakes index's counts, as the planner reads them (`wakeup_sim.planner`).
+        self.pending = Pending()
         self.account_id = self.store.create_account("sim", uuid.uuid4().hex, self.engine.clock()).id
         if self.warm:
             self.caller_function.warm(self.event_source.cap)
@@ -189,16 +194,6 @@ class World:
             instance = self.store.register_instance(self.account_id, url, token_hash, now).instance
             made.append(Wake(instance.id, url, token_hash))
         return made
-
-    def pass_over_instances(self, count: int) -> None:
-        """Draws from the world's random numbers what `instances(count)` draws, and makes nothing.
-
-        What is drawn after the hosts (the scenario's wake times) is then drawn as it would be
-        after them: the planner, which needs only the times, gets them without the hosts' items
-        (2% of a burst's CPU). tests/unit/test_simulation_planner.py holds the two draws alike."""
-        for _ in range(count):
-            self.rng.getrandbits(128)  # the token's, as `instances` draws it
-            self.rng.getrandbits(128)  # the instance's id, as `MemoryStore.register_instance` draws it
 
     # -- the functions --------------------------------------------------------------------------
 
@@ -244,6 +239,7 @@ class World:
         owner = self.store.owner_of(wake.token_hash)
         assert owner is not None and owner.instance_id == wake.instance_id
         register_wake(self.store, self.triggers, wake.instance_id, datetime.fromtimestamp(at, UTC), self.engine.clock())
+        self.pending.counts[int(at)] += 1
 
     def _sweeper_handler(self, _: Any) -> None:
         try:

@@ -8,6 +8,7 @@ import pytest
 
 from wakeup_sim import report
 from wakeup_sim.deployment import from_template
+from wakeup_sim.grid import CALLER_MEMORY_MB, default_scaling_bound_s
 from wakeup_sim.scenarios import Scenario, run
 
 HOUR = 3600.0
@@ -25,7 +26,9 @@ def test_a_burst_on_an_idle_stack_is_called_within_a_second_with_the_planners_po
     # given an event source at rest and no warm caller: the pollers the planner raised for the
     # burst are ready (Lambda's default scaling, five batches and five more a second, makes it
     # p99 2.9 s; tests/unit/test_simulation_planner.py)
-    figures = report.figures(run(Scenario("cold burst", 1000, path=path), from_template()))
+    # (the caller at the one memory that holds the grid: docs/scaling.md)
+    deployment = from_template(parameters={"CallerMemorySize": str(CALLER_MEMORY_MB)})
+    figures = report.figures(run(Scenario("cold burst", 1000, path=path, reclaimed_after_s=300.0), deployment))
     assert figures.p99_s <= 1.0
     assert figures.lost == 0 and figures.called_twice == 0 and figures.overlapping_calls == 0
 
@@ -108,7 +111,7 @@ def test_simulate_prints_each_scenarios_cost_line_by_line_adding_up_to_its_figur
     assert main(["--only", "one host failing", "--no-plots", "--workers", "1", "--costs"]) == 0
     printed = capsys.readouterr().out
     [row] = [line for line in printed.splitlines() if line.startswith("| one host failing")]
-    usd = row.split(" | ")[9]
+    usd = row.split(" | ")[10]
     [total] = [line for line in printed.splitlines() if line.startswith("| **total per million wakes**")]
     assert total == f"| **total per million wakes** | **{usd}** |"
     lines = [line for line in printed.splitlines() if " → $" in line]
@@ -134,3 +137,34 @@ def test_simulate_runs_each_scenario_in_a_process_of_its_own() -> None:
     with worker.pool(1, plots=False) as pool:
         processes = {pool.submit(os.getpid).result() for _ in range(3)}
     assert len(processes) == 3 and os.getpid() not in processes
+
+
+def test_simulate_fails_when_a_cell_misses_its_bound_and_says_so_on_its_last_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wakeup_sim import __main__ as simulate
+    from wakeup_sim.grid import ON_TIME_S
+
+    # given a cell held to a bound it keeps, and one held to a bound no burst keeps
+    cells = [
+        Scenario("kept", 30, warm=True, bound_s=ON_TIME_S),
+        Scenario("missed", 30, planner=False, bound_s=0.001),
+    ]
+    monkeypatch.setattr(simulate, "SCENARIOS", cells)
+
+    # then make simulate exits non-zero, its last line counting the cell over its bound
+    assert simulate.main(["--no-plots", "--workers", "1"]) == 1
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("simulate: 2 cells, over bound 1, lost 0, called twice 0, worst p99 ")
+    assert last.endswith(" s (kept)")  # the worst of the cells held to a second
+    # and with the kept cell alone, zero
+    assert simulate.main(["--no-plots", "--workers", "1", "--only", "kept"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("simulate: 1 cells, over bound 0, lost 0")
+
+
+def test_a_burst_with_no_warning_is_held_to_what_lambdas_default_scaling_gives() -> None:
+    # five concurrent batches at first, five more each second, each batch held a second, and a cold
+    # start: 100 batches (1,000 wakes) have run in 6 s, 1,000 (10,000 wakes) in 20 s
+    assert default_scaling_bound_s(50) == pytest.approx(1 + 0.43 + 1.0)
+    assert default_scaling_bound_s(1000) == pytest.approx(6 + 0.43 + 1.0)
+    assert default_scaling_bound_s(10000) == pytest.approx(20 + 0.43 + 1.0)

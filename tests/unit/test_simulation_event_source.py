@@ -75,3 +75,38 @@ def trickle_events(filling: int) -> int:
 
 def test_a_message_costs_as_many_events_with_fifty_pollers_filling_as_with_five() -> None:
     assert trickle_events(filling=50) == trickle_events(filling=5)
+
+
+def test_a_message_is_received_at_once_while_pollers_scaled_in_still_wait() -> None:
+    # given a mapping scaled out to 30 pollers for a while, then back to its five (idle 300 s):
+    # the 25 scaled in still wait for messages, and end only when woken
+    engine = Engine(START)
+    queue, caller = Queue(engine, visibility_timeout_s=180.0), Caller()
+    source = EventSource(
+        engine=engine,
+        queue=queue,
+        function=caller,  # type: ignore[arg-type]
+        batch_size=10,
+        window_s=0.0,
+        cap=30,
+        start=30,
+        scale_up_per_s=5.0,
+        floor=5,
+        recursion_allowed=True,
+    )
+    source.begin()
+    engine.run(START + 400)
+    assert source.target == 5 and source.pollers == 30
+    # the five kept were the last to finish a batch: the 25 scaled in wait ahead of them in line
+    source._idle.rotate(-5)
+
+    # when one message becomes visible, and another only 5 s later
+    queue.send("first", 0)
+    engine.run(START + 401)
+    first_received = len(caller.batches)
+    queue.send("second", 0)
+    engine.run(START + 410)
+
+    # then the first is received within the second, not when the second wakes the pollers: a
+    # poller scaled in, woken for it, ends, and one of the five takes it
+    assert first_received == 1 and len(caller.batches) == 2

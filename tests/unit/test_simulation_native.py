@@ -13,14 +13,18 @@ from pathlib import Path
 from typing import Any
 
 from sim.build_native import HOT
-from wakeup_sim.scenarios import SCENARIOS, Scenario
+from wakeup_sim.scenarios import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 HOT_MODULES = tuple(path.removesuffix(".py").replace("/", ".") for path in HOT)
 
 # make simulate's own small ones, and smaller cuts of its larger kinds.
 CHOSEN = [
-    *(s for s in SCENARIOS if s.wakes <= 1000),
+    Scenario("1,000 at one second, near, idle", 1000, reclaimed_after_s=300.0),
+    Scenario("1,000 at one second, far, warm", 1000, path="far", warm=True),
+    Scenario("300 at one second, near, idle, planner failing", 300, planner=False, reclaimed_after_s=300.0),
+    Scenario("steady 0.2/s, idle", 120, rate_per_s=0.2, reclaimed_after_s=300.0),
+    Scenario("one host failing for two days", 1, failing_for_s=2 * 86400),
     Scenario("2,000 at one second, 10% of hosts down", 2000, warm=True, down_fraction=0.1),
     Scenario("2,000 hosts register far wakes in one second", 2000, path="far", registering_within_s=1.0),
     Scenario("2,000 at one second, registered over the 30 minutes before", 2000, registered_over_s=1800.0),

@@ -1,14 +1,15 @@
-"""The planner in the simulator (wakeup_sim.planner): a burst the schedule shows has its pollers by
-its second; with the planner failing throughout, every wake of the burst is still called, late."""
+"""The planner in the simulator (wakeup_sim.planner): the service's runs every minute through a
+scenario, its updates applying after their delay; a burst the schedule shows has its pollers by its
+second; with the planner failing throughout, every wake of the burst is still called, late."""
 
 import pytest
 
 from wakeup_cost import cost
 from wakeup_sim import report
 from wakeup_sim.deployment import from_template
-from wakeup_sim.planner import EPU_MINIMUM_S, billed_epu_s, pollers_at, raised_for, settings_for
-from wakeup_sim.scenarios import SCENARIOS, Scenario, run
-from wakeup_sim.world import World
+from wakeup_sim.grid import CALLER_MEMORY_MB
+from wakeup_sim.planner import EPU_MINIMUM_S, billed_epu_s
+from wakeup_sim.scenarios import T0, Outcome, Scenario, run
 
 BURST_AT = 1_800_000_660.0
 START = 1_800_000_000.0
@@ -25,26 +26,35 @@ def test_with_the_planner_failing_throughout_every_wake_of_a_burst_is_still_call
     assert figures.p99_s > 1.0
 
 
-def test_a_burst_registered_before_the_planners_lead_has_its_pollers_at_its_second() -> None:
-    settings = settings_for(from_template())
-    registered = [(START + 60, BURST_AT)] * 10_000
+def sent(outcome: Outcome) -> list[tuple[float, float, int | None]]:
+    """The planner's updates of the mapping in the scenario's run: (sent, applied, pollers)."""
+    assert outcome.planner is not None
+    return outcome.planner.mapping.sent
 
-    assert pollers_at(BURST_AT, registered, settings, START) == 100
+
+def test_a_burst_registered_before_the_planners_lead_has_its_pollers_at_its_second() -> None:
+    # given 10,000 wakes due at one second, registered 2 to 10 minutes ahead
+    outcome = run(Scenario("burst", 10_000), from_template())
+
+    # then one run raises 100 pollers, applied (its delay: 300 s) before the burst's second
+    raise_sent, raise_applied, pollers = sent(outcome)[0]
+    assert pollers == 100 and raise_applied == raise_sent + 300 <= outcome.first_due
+    # and the event source scaled as the update said: far beyond default scaling's five batches, on time
+    figures = report.figures(outcome)
+    assert figures.peak_concurrency > 500 and figures.p99_s <= 1.0
 
 
 def test_the_pollers_raised_for_a_burst_are_billed_from_the_raise_sent_to_provisioned_mode_off() -> None:
     # given a burst of 10,000 registered well ahead, the template's planner (a run a minute, updates
     # applying 300 s after they are sent, capacity kept 60 s past the burst)
-    settings = settings_for(from_template())
-    registered = [(START + 60, BURST_AT)] * 10_000
+    outcome = run(Scenario("burst", 10_000), from_template())
 
-    raised = raised_for(BURST_AT, registered, settings, START, 128)
-
-    # then the run 480 s ahead (the lead) raises 100 pollers, the first run that no longer sees
-    # the burst (120 s after it) turns provisioned mode off, and that applies 300 s later
-    assert raised.pollers == 100
-    raise_sent, off_applied = BURST_AT - 480, BURST_AT + 120 + 300
-    assert raised.epu_s == 100 * (off_applied - raise_sent)
+    # then the raise is sent within the lead (480 s) of the burst, provisioned mode is turned off
+    # by the first run that no longer sees it (within 120 s after it), and off applies 300 s later
+    (raise_sent, _, pollers), (off_sent, off_applied, off) = sent(outcome)
+    assert pollers == 100 and off is None
+    assert outcome.first_due - 480 <= raise_sent and off_sent <= outcome.first_due + 120 + 60
+    assert outcome.epu_s == 100 * (off_applied - raise_sent)
 
 
 def test_an_update_applying_is_billed_at_the_higher_of_the_two_levels_and_a_minute_at_least() -> None:
@@ -72,14 +82,11 @@ def test_a_planned_bursts_price_counts_its_raised_pollers() -> None:
 
 
 def test_a_burst_registered_inside_the_updates_delay_is_late_for_its_pollers() -> None:
-    # given a burst whose hosts all register 60 s before its second, an update applying in 300 s
-    settings = settings_for(from_template())
-    registered = [(BURST_AT - 60, BURST_AT)] * 10_000
+    # given a burst whose hosts all register in the 60 s before its second, an update applying in 300 s
+    outcome = run(Scenario("no warning", 1000, registered_over_s=60.0), from_template())
 
-    # then it gets none: an update sent then would land during the burst or after it, so none is
-    # sent, and Lambda's default scaling has it (a burst with no warning)
-    assert pollers_at(BURST_AT, registered, settings, START) is None
-    assert pollers_at(BURST_AT + 300, registered, settings, START) is None
+    # then its pollers come after its second: Lambda's default scaling has it (a burst with no warning)
+    assert all(applied > outcome.first_due for _, applied, pollers in sent(outcome) if pollers)
 
 
 def test_a_burst_with_no_warning_loses_no_wake_and_is_late() -> None:
@@ -98,37 +105,31 @@ def test_a_burst_with_no_warning_loses_no_wake_and_is_late() -> None:
 def test_a_burst_registered_over_the_minutes_before_it_is_on_time_with_the_planner(over_s: float) -> None:
     # given an idle stack and hosts registering over the half hour (far, then near) or the 10
     # minutes (near) before their second: the planner raises pollers as it sees them register
-    figures = report.figures(run(Scenario("registered over", 1000, registered_over_s=over_s), from_template()))
+    # (the caller at the one memory that holds the grid: docs/scaling.md)
+    deployment = from_template(parameters={"CallerMemorySize": str(CALLER_MEMORY_MB)})
+    figures = report.figures(run(Scenario("registered over", 1000, registered_over_s=over_s), deployment))
 
     assert figures.p99_s <= 1.0
     assert figures.lost == 0 and figures.called_twice == 0 and figures.overlapping_calls == 0
 
 
-# The simulator's cold start at 128 MB is 5.9 s until its init model is corrected (issue 36, the
-# sim branch): without the planner's memory flips these fail on that model alone.
-@pytest.mark.xfail(reason="needs the simulator's unthrottled init (issue 36, sim branch)", strict=False)
-def test_a_quiet_stacks_wakes_are_on_time_with_the_planner_and_seconds_late_without() -> None:
-    # given a wake every 10 minutes on an idle stack, each mostly meeting a cold caller (Lambda
-    # reclaiming its idle environment), with the planner on and with it failing throughout
-    quiet = [s for s in SCENARIOS if s.name.startswith("a wake every 10 minutes on an idle stack")]
-    on, off = (run(s, from_template()) for s in sorted(quiet, key=lambda s: not s.planner))
+def test_the_caller_keeps_its_one_memory_through_a_burst_and_a_quiet_stack() -> None:
+    # given the template's caller, a burst the planner raises pollers for, and a quiet stack
+    deployment = from_template()
+    burst = run(Scenario("burst", 1000), deployment)
+    quiet = run(Scenario("quiet", 12, rate_per_s=1 / 600, reclaimed_after_s=300.0), deployment)
 
-    # then with the planner the caller has its burst memory (a cold start of about 0.75 s, within
-    # the second or two the message comes early); without, its 128 MB (about 5.9 s)
-    assert (on.world.caller_function.memory_mb, off.world.caller_function.memory_mb) == (1024, 128)
-    assert on.world.caller_function.cold_starts > len(on.wakes) / 3
-    assert report.figures(on).p99_s < 1.5
-    assert report.figures(off).p99_s > 4.0
+    # then the planner changed no configuration of the caller: one memory, the template's, throughout
+    for outcome in (burst, quiet):
+        caller = outcome.world.caller_function
+        assert (caller.memory_mb, caller.configuration) == (deployment.caller_memory_mb, 0)
+    assert any(pollers for _, _, pollers in sent(burst))
 
 
-def test_the_planner_sees_the_wake_times_the_scenario_runs_with_its_hosts_passed_over() -> None:
-    # given two worlds of one seed: one makes its hosts, the other only passes over them (the planner's)
-    made = World(from_template(), start=START, seed=7)
-    made.instances(50)
-    passed = World(from_template(), start=START, seed=7)
+def test_the_planner_runs_every_minute_through_a_scenario_and_fails_throughout_when_off() -> None:
+    on = run(Scenario("burst", 100), from_template())
+    off = run(Scenario("burst", 100, planner=False), from_template())
 
-    # when the second passes over as many hosts
-    passed.pass_over_instances(50)
-
-    # then both draw the same numbers next: the wake times
-    assert made.rng.getstate() == passed.rng.getstate()
+    assert on.planner is not None and off.planner is None
+    span = on.world.engine.now - T0
+    assert on.planner.runs == int(span // 60) + 1
