@@ -16,6 +16,8 @@ import pytest
 import yaml
 from cfn_template import REPO, CloudFormationLoader, resources_of_type, sub_variables
 
+from wakeup_sim.grid import CALLER_MEMORY_MB
+
 SERVICE_OF_FUNCTION = {
     "InstancesFunction": "instances",
     "WakeFunction": "wake",
@@ -308,8 +310,9 @@ def test_the_templates_defaults_are_sized_for_a_burst_of_ten_thousand(template: 
     # allows up to 100 (wakeup.logic.planner).
     assert (defaults["CallerMinimumPollers"], defaults["CallerMaximumPollers"]) == (0, 100)
     assert defaults["PlannerEnabled"] == "true"
-    # The caller's one memory: nothing changes it (the planner changes only its event source).
-    assert defaults["CallerMemorySize"] == 128 and "CallerBurstMemorySize" not in defaults
+    # The caller's one memory: nothing changes it (the planner changes only its event source), and it
+    # is the size the simulator's grid holds its bound with (docs/scaling.md, "The caller's memory").
+    assert defaults["CallerMemorySize"] == CALLER_MEMORY_MB and "CallerBurstMemorySize" not in defaults
     assert defaults["WakeMemorySize"] == 384  # a far wake under $8.50 a million, registrations still accepted
     assert (defaults["TableWarmWriteUnitsPerSecond"], defaults["TableWarmReadUnitsPerSecond"]) == (40000, 12000)
     # The account's API Gateway quota ("Amazon API Gateway quotas"): 10,000 a second, a burst of 5,000.

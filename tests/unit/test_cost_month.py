@@ -131,7 +131,7 @@ def test_a_floor_prices_what_autoscaling_may_add_above_it() -> None:
 def test_memory_moves_the_price_of_a_wake() -> None:
     traced: set[str] = set()
     default = bill.per_million(from_template(), "near", traced, 10)
-    larger = bill.per_million(from_template(TEMPLATE, {"CallerMemorySize": "256"}), "near", traced, 10)
+    larger = bill.per_million(from_template(TEMPLATE, {"CallerMemorySize": "512"}), "near", traced, 10)
     duration = {line.item: line.usd_per_million for line in default.lines}["Lambda duration"]
     assert {line.item: line.usd_per_million for line in larger.lines}["Lambda duration"] > duration
 
