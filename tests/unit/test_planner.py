@@ -242,6 +242,19 @@ def test_a_burst_seen_too_late_for_its_update_gets_none():
     assert mapping.updates == [] and result.held == "late" and not result.busy
 
 
+def test_a_burst_just_past_does_not_hold_back_the_raise_for_the_next_one():
+    # given a burst 10 s ago, still in the window (its capacity kept a minute after it), another one
+    # 400 s ahead, bigger, and an update assumed to take 300 s
+    mapping = FakeMapping(delay_s=300)
+
+    result = run(FakeIndex({NOW - 10: 2_000, NOW + 400: 10_000}), mapping, DEFAULTS, NOW)
+
+    # then the raise for the coming burst is sent now: it lands before that burst's second, and the
+    # past one's second is not what it must land before
+    assert result.sent and result.held == "" and mapping.updates
+    assert mapping.updates[0][1] == plan({NOW + 400: 10_000}, NOW, DEFAULTS).pollers
+
+
 def test_an_update_refused_as_in_use_is_left_to_the_next_run():
     # given a mapping that another run's update has just made busy, after this run read it
     class Refusing(FakeMapping):

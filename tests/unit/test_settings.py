@@ -1,7 +1,12 @@
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
+from wakeup.deadlines import CALLER_TIMEOUT_S, CLAIM_AHEAD_S
+from wakeup.logic.delivery import EARLY_REARM_S
 from wakeup.settings import Settings, SettingsError, load_settings
+from wakeup_awsfacts.template import load_template
 
 
 def test_defaults_follow_the_design() -> None:
@@ -40,6 +45,25 @@ def test_the_shortest_lease_the_rule_allows_is_accepted() -> None:
         {"WAKEUP_TABLE": "t", "WAKEUP_CALL_TIMEOUT_S": "10", "WAKEUP_CLAIM_LEASE_S": "15"}
     )
     assert settings.claim_lease_s == 15
+
+
+@pytest.mark.parametrize(("call", "accepted"), [("14", True), ("14.5", False), ("60", False)])
+def test_a_call_longer_than_the_callers_timeout_can_hold_is_refused(call: str, accepted: bool) -> None:
+    # the caller's 30 s hold the claim's write and the outcome's (7 s each at their longest), the
+    # moment before the wake (2 s) and the call: a longer call would never be claimed
+    environment = {"WAKEUP_TABLE": "t", "WAKEUP_CALL_TIMEOUT_S": call, "WAKEUP_CLAIM_LEASE_S": "120"}
+    if accepted:
+        assert Settings.model_validate(environment).call_timeout_s == float(call)
+    else:
+        with pytest.raises(ValidationError, match="WAKEUP_CALL_TIMEOUT_S .* must be at most 14 s"):
+            Settings.model_validate(environment)
+
+
+def test_the_deadlines_twins_are_the_delivery_codes_and_the_templates() -> None:
+    # the moment a claim is taken ahead (wakeup.logic.delivery) and the caller's timeout (template)
+    template = load_template(Path(__file__).parents[2] / "template.yaml")
+    assert CLAIM_AHEAD_S == EARLY_REARM_S
+    assert CALLER_TIMEOUT_S == template.resources["CallerFunction"]["Properties"]["Timeout"]
 
 
 def test_load_settings_names_each_variable_and_rule_broken() -> None:

@@ -77,3 +77,22 @@ def shortest_lease_s(call_timeout_s: float) -> float:
     """The shortest lease the settings accept: what a call needs left, and the moment between the
     claim and the call."""
     return lease_needed_s(call_timeout_s) + CLAIM_TO_CALL_S
+
+
+# The caller's own timeout: template.yaml's CallerFunction `Timeout` (tests/template holds the two
+# equal). A claim is taken up to `CLAIM_AHEAD_S` before its wake's time (`wakeup.logic.delivery`'s
+# EARLY_REARM_S, held equal by a test), the moment left waited out after it.
+CALLER_TIMEOUT_S = 30.0
+CLAIM_AHEAD_S = 2.0
+
+
+def time_to_claim_s(call_timeout_s: float) -> float:
+    """What an invocation needs left to claim a call: the claim's write, the moment before the
+    wake's time, the call and its outcome's write, each request at its longest."""
+    return AWS_REQUEST.worst_s + CLAIM_AHEAD_S + call_timeout_s + AWS_REQUEST.worst_s
+
+
+def longest_call_s() -> float:
+    """The longest call a caller invocation can hold with its claim and its outcome's write: a
+    longer one would never be claimed, each trigger sent again at once, forever."""
+    return CALLER_TIMEOUT_S - time_to_claim_s(0.0)

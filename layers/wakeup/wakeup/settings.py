@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from wakeup.addresses import AddressPolicy, parse_networks, parse_ports
-from wakeup.deadlines import shortest_lease_s
+from wakeup.deadlines import CALLER_TIMEOUT_S, longest_call_s, shortest_lease_s
 
 SQS_MAX_DELAY_S = 900
 # Scheduler fires within its minute; a lead beyond two minutes only wastes the SQS delay after it.
@@ -98,6 +98,11 @@ class Settings(BaseModel):
             raise ValueError(
                 f"WAKEUP_SCHEDULE_LEAD_S ({self.schedule_lead_s}) must be less than "
                 f"WAKEUP_SQS_HORIZON_S ({self.sqs_horizon_s})"
+            )
+        if self.call_timeout_s > longest_call_s():
+            raise ValueError(
+                f"WAKEUP_CALL_TIMEOUT_S ({self.call_timeout_s:g}) must be at most {longest_call_s():g} s: the "
+                f"caller's {CALLER_TIMEOUT_S:g} s hold the claim's write, the call and its outcome's write"
             )
         if self.claim_lease_s < shortest_lease_s(self.call_timeout_s):
             spare = shortest_lease_s(self.call_timeout_s) - self.call_timeout_s

@@ -47,7 +47,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
 from wakeup import times
-from wakeup.deadlines import AWS_REQUEST, CLOCK_ERROR_S, lease_needed_s
+from wakeup.deadlines import AWS_REQUEST, CLOCK_ERROR_S, lease_needed_s, time_to_claim_s
 from wakeup.errors import UnavailableError
 from wakeup.host_call import CallOutcome, call_wake
 from wakeup.logic import retry
@@ -160,7 +160,7 @@ class Caller:
                 return early
             now = self.clock()  # the claim's lease runs from the claim, not from before the read
         call_s = self.settings.call_timeout_s
-        if not self._outcomes.has_time(AWS_REQUEST.worst_s + EARLY_REARM_S + call_s + AWS_REQUEST.worst_s):
+        if not self._outcomes.has_time(time_to_claim_s(call_s)):
             return self._defer(trigger, delay_s=0, why="no time left to claim, call and record")
         # One write claims the call when it is due within the moment left to wait out, and returns
         # the instance either way. The lease runs from the call's start, hence the moment added.

@@ -49,7 +49,7 @@ What AWS says, and what it does not (each page named where its figure is used):
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -123,6 +123,10 @@ class Plan:
     pollers: int | None  # provisioned MinimumPollers, or None: provisioned mode off
     burst_at: int | None  # the epoch second of the burst it is for (the first, if several)
     peak_wakes: int  # the wakes due at that burst's busiest second
+    # The first burst second still to come (None: every one in the window has passed): what a raise
+    # must land before. A burst just past keeps its pollers (`change`), and must not hold back the
+    # raise for the next one.
+    coming_at: int | None = field(default=None, compare=False)
 
 
 def invocations_for(wakes: int, settings: PlannerSettings) -> int:
@@ -158,6 +162,7 @@ def plan(due: Mapping[int, int], now_s: int, settings: PlannerSettings) -> Plan:
     start, end = window(now_s, settings)
     run = 0  # seconds in a row with wakes due, up to the one looked at
     burst_at: int | None = None
+    coming_at: int | None = None
     peak = 0
     for second in range(start, end):
         wakes = due.get(second, 0)
@@ -169,13 +174,15 @@ def plan(due: Mapping[int, int], now_s: int, settings: PlannerSettings) -> Plan:
         if invocations_for(wakes, settings) <= default_ready:
             continue
         burst_at = second if burst_at is None else burst_at
+        if coming_at is None and second >= now_s:
+            coming_at = second
         peak = max(peak, wakes)
     floor = settings.floor_pollers or None
     if burst_at is None:
         return Plan(pollers=floor, burst_at=None, peak_wakes=0)
     wanted = math.ceil(invocations_for(peak, settings) * settings.headroom)
     pollers = max(pollers_for(wanted, settings), floor or 0)
-    return Plan(pollers=pollers, burst_at=burst_at, peak_wakes=peak)
+    return Plan(pollers=pollers, burst_at=burst_at, peak_wakes=peak, coming_at=coming_at)
 
 
 @dataclass(frozen=True)
@@ -348,7 +355,9 @@ def _held(
     if not mapping.ready:
         # An earlier update still applying (GetEventSourceMapping's State): the next run sends it.
         return "busy"
-    if wanted.burst_at is not None and not lands_before(wanted.burst_at, now_s, settings):
+    if wanted.burst_at is not None and (
+        wanted.coming_at is None or not lands_before(wanted.coming_at, now_s, settings)
+    ):
         return "late"
     if deploys is not None and deploys.in_progress(datetime.fromtimestamp(now_s, UTC)):
         return "deploy"
