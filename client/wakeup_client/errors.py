@@ -38,7 +38,8 @@ class ErrorCode(StrEnum):
     NOT_FOUND = "not_found"
     """404 from the service where an absent thing is an error."""
     CONFLICT = "conflict"
-    """409: another account registered this instance token."""
+    """409: another account registered this instance token; or, for a wake, a newer wake of the
+    instance, registered while this one was written, stands instead."""
     THROTTLED = "throttled"
     """429: too many requests; retry later."""
     SERVER_ERROR = "server_error"

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import time_machine
 from api_reply import Reply
 from moto_env import Deployed, LambdaContext, imported_handler
 from sample_events import LIST_INSTANCES, PUT_WAKE, REGISTER_INSTANCE, api_event
@@ -174,19 +175,22 @@ def test_past_its_rate_an_account_is_429_with_retry_after_for_a_token_read_alone
 ) -> None:
     token = mint_account(env.store, "flood")[1]
     other = mint_account(env.store, "calm")[1]
-    replies = [
-        invoke(instances_handler, api_event(LIST_INSTANCES, token=token)) for _ in range(2 * ACCOUNT_WINDOW_S + 1)
-    ]
-    first_refused = next(n for n, reply in enumerate(replies) if reply.status == 429)
-    rate_of_one.calls.clear()
+    # Every request within one window, its start a second ago: a window's end falling among them
+    # would admit the next window's ten (the clock stands still: time_machine, the service's too).
+    window_start = int(now().timestamp()) // ACCOUNT_WINDOW_S * ACCOUNT_WINDOW_S + ACCOUNT_WINDOW_S
+    with time_machine.travel(datetime.fromtimestamp(window_start + 1, UTC), tick=False):
+        replies = [
+            invoke(instances_handler, api_event(LIST_INSTANCES, token=token)) for _ in range(2 * ACCOUNT_WINDOW_S + 1)
+        ]
+        first_refused = next(n for n, reply in enumerate(replies) if reply.status == 429)
+        rate_of_one.calls.clear()
 
-    refused = invoke(instances_handler, api_event(LIST_INSTANCES, token=token))
-    refusal_cost = dict(rate_of_one.calls)
-    calm = invoke(instances_handler, api_event(LIST_INSTANCES, token=other))
+        refused = invoke(instances_handler, api_event(LIST_INSTANCES, token=token))
+        refusal_cost = dict(rate_of_one.calls)
+        calm = invoke(instances_handler, api_event(LIST_INSTANCES, token=other))
 
-    # Ten a window (one a second for 10 s): at least ten before the first refusal, fewer than
-    # twenty-one even where a window's end fell among the requests.
-    assert first_refused >= ACCOUNT_WINDOW_S
+    # Ten a window (one a second for 10 s), all of them in one: exactly ten before the first refusal.
+    assert first_refused == ACCOUNT_WINDOW_S
     assert refused.status == 429 and set(refused.body) == {"error"}
     assert 1 <= int(refused.headers["Retry-After"]) <= ACCOUNT_WINDOW_S
     assert f"retry in {refused.headers['Retry-After']} s" in refused.body["error"]
