@@ -21,10 +21,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from wakeup.factories import get_signing_keys, get_store, get_triggers, require_master_key
 from wakeup.host_call import call_wake
-from wakeup.logic.delivery import Caller, Source, parse_trigger, publish, publish_baseline
+from wakeup.logic.delivery import Caller, Source, publish, publish_baseline
 from wakeup.model import Trigger
 from wakeup.observability import logger, metrics, tracer
 from wakeup.settings import get_settings
+from wakeup.triggers import parse_trigger
 
 # Read at import, Lambda's init: invalid settings, or no master key to sign with, fail the init
 # with the reason, never a request.

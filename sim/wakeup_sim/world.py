@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from wakeup.logic.delivery import Caller, Source, parse_trigger
+from wakeup.logic.delivery import Caller, Source
 from wakeup.logic.sweeper import UnreadShardsError, sweep
 from wakeup.logic.wakes import register_wake
 from wakeup.model import Trigger
 from wakeup.signing import SigningKeys
 from wakeup.tokens import hash_token
-from wakeup.triggers import Triggers
+from wakeup.triggers import Triggers, parse_trigger
 from wakeup_sim.api_gateway import ROUTE, ApiGateway, Registration, register_with_retries
 from wakeup_sim.deployment import Deployment
 from wakeup_sim.dynamodb import MemoryStore

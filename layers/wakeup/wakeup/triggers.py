@@ -1,5 +1,8 @@
 """Arming a registration: an SQS message for a near wake, a one-time schedule for a far one.
 
+A trigger's wire format is written here, both ways: `message_body` writes what a message or a
+schedule carries, `parse_trigger` reads it back in the caller.
+
 A trigger only says "look at this registration now"; the table decides whether a call is owed, so
 a trigger that arrives twice, late or for a replaced registration does no harm.
 """
@@ -30,6 +33,10 @@ QUEUE_LEAD_S = 1
 SCHEDULE_RETRY = {"MaximumRetryAttempts": 10, "MaximumEventAgeInSeconds": 3600}
 
 
+class InvalidTriggerError(ValueError):
+    """Raised when a message or a schedule's input is not a trigger this service wrote."""
+
+
 class ScheduleContentionError(RuntimeError):
     """Raised when the instance's schedule was created and removed under us round after round."""
 
@@ -54,6 +61,21 @@ def message_body(trigger: Trigger) -> str:
         if value is not None:
             body[field.name] = value
     return json.dumps(body)
+
+
+def parse_trigger(payload: Any) -> Trigger:
+    """The trigger in a message body or a schedule's input (a JSON object already decoded)."""
+    if not isinstance(payload, dict):
+        raise InvalidTriggerError("a trigger is a JSON object")
+    instance_id, reg, attempt = payload.get("instance_id"), payload.get("reg"), payload.get("attempt")
+    if not isinstance(instance_id, str) or not instance_id or not isinstance(reg, str) or not reg:
+        raise InvalidTriggerError("a trigger names an instance_id and a reg")
+    if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 0:
+        raise InvalidTriggerError("a trigger's attempt is a whole number from 0")
+    origin = payload.get("origin")
+    return Trigger(
+        instance_id=instance_id, reg=reg, attempt=attempt, origin=origin if isinstance(origin, str) else None
+    )
 
 
 def schedule_name(instance_id: str) -> str:

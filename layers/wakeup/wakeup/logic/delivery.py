@@ -101,28 +101,9 @@ class Delivery:
     refused: bool = False
 
 
-class InvalidTriggerError(ValueError):
-    """Raised when a message or a schedule's input is not a trigger this service wrote."""
-
-
 class OutOfTimeError(RuntimeError):
     """Raised when the invocation has no time left even to send a trigger again: the record fails,
     so its message comes back (or Lambda retries the schedule's event)."""
-
-
-def parse_trigger(payload: Any) -> Trigger:
-    """The trigger in a message body or a schedule's input (a JSON object already decoded)."""
-    if not isinstance(payload, dict):
-        raise InvalidTriggerError("a trigger is a JSON object")
-    instance_id, reg, attempt = payload.get("instance_id"), payload.get("reg"), payload.get("attempt")
-    if not isinstance(instance_id, str) or not instance_id or not isinstance(reg, str) or not reg:
-        raise InvalidTriggerError("a trigger names an instance_id and a reg")
-    if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 0:
-        raise InvalidTriggerError("a trigger's attempt is a whole number from 0")
-    origin = payload.get("origin")
-    return Trigger(
-        instance_id=instance_id, reg=reg, attempt=attempt, origin=origin if isinstance(origin, str) else None
-    )
 
 
 def host_of(url: str) -> str:
