@@ -11,15 +11,14 @@ import json
 import math
 import threading
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from wakeup import aws, times
-from wakeup.model import Trigger
+from wakeup.model import Origin, Trigger
 from wakeup.settings import SQS_MAX_DELAY_S, Settings
 
 # A schedule's time must be safely in the future when it is created: AWS refuses `at()` in the
@@ -41,14 +40,14 @@ class ScheduleContentionError(RuntimeError):
     """Raised when the instance's schedule was created and removed under us round after round."""
 
 
-class Armed(StrEnum):
-    """Which way a trigger went: an SQS message, or the instance's one schedule (`route` tells
-    which way a trigger would go; `arm` also tells a schedule created from one replaced)."""
+@dataclass(frozen=True)
+class Armed:
+    """Which way `arm` sent a trigger (`Origin.QUEUE` or `Origin.SCHEDULE`, as `route` tells), and
+    whether its schedule was created where the instance had none at that moment: no other request's
+    schedule was replaced."""
 
-    QUEUE = "queue"
-    SCHEDULE = "schedule"
-    # Created where the instance had none at that moment: no other request's schedule was replaced.
-    NEW_SCHEDULE = "new schedule"
+    way: Origin
+    new_schedule: bool = False
 
 
 def message_body(trigger: Trigger) -> str:
@@ -63,6 +62,10 @@ def message_body(trigger: Trigger) -> str:
     return json.dumps(body)
 
 
+# An origin a trigger may carry, by its name on the wire (another is ignored, as it always was).
+_ORIGINS: dict[Any, Origin] = {origin.value: origin for origin in Origin}
+
+
 def parse_trigger(payload: Any) -> Trigger:
     """The trigger in a message body or a schedule's input (a JSON object already decoded)."""
     if not isinstance(payload, dict):
@@ -73,9 +76,7 @@ def parse_trigger(payload: Any) -> Trigger:
     if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 0:
         raise InvalidTriggerError("a trigger's attempt is a whole number from 0")
     origin = payload.get("origin")
-    return Trigger(
-        instance_id=instance_id, reg=reg, attempt=attempt, origin=origin if isinstance(origin, str) else None
-    )
+    return Trigger(instance_id=instance_id, reg=reg, attempt=attempt, origin=_ORIGINS.get(origin))
 
 
 def schedule_name(instance_id: str) -> str:
@@ -129,25 +130,25 @@ class Triggers:
                     client = self._clients[service] = aws.client(service)
         return client
 
-    def route(self, due: datetime, now: datetime) -> Armed:
+    def route(self, due: datetime, now: datetime) -> Origin:
         """Which way a trigger for `due` goes: SQS within the horizon, Scheduler beyond it."""
         wait = (due - now).total_seconds()
         fire = wait - self.settings.schedule_lead_s
         if wait <= self.settings.sqs_horizon_s or (wait <= SQS_MAX_DELAY_S and fire < SCHEDULE_SAFETY_S):
-            return Armed.QUEUE
-        return Armed.SCHEDULE
+            return Origin.QUEUE
+        return Origin.SCHEDULE
 
     def arm(self, trigger: Trigger, due: datetime, now: datetime, *, replacing: bool = False) -> Armed:
         """Arms `trigger` to arrive just before `due` (never after it, when AWS keeps time);
         `replacing`: the instance has a schedule already, most likely (`schedule`)."""
         way = self.route(due, now)
-        if way is Armed.QUEUE:
+        if way is Origin.QUEUE:
             # The delay counts from the moment of sending: a request slowed under load must not
             # add its own lateness to the wake's.
             self.send(trigger, delay_s=(due - self.clock()).total_seconds())
-            return way
+            return Armed(way)
         created = self.schedule(trigger, due - timedelta(seconds=self.settings.schedule_lead_s), replacing=replacing)
-        return Armed.NEW_SCHEDULE if created else Armed.SCHEDULE
+        return Armed(way, new_schedule=created)
 
     def send(self, trigger: Trigger, delay_s: float) -> None:
         """An SQS message delayed by whole seconds, so it arrives one to two seconds before its time."""

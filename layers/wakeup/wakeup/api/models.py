@@ -64,6 +64,6 @@ def attempt_reply(attempt: CallRecord) -> dict[str, Any]:
         "durationMs": attempt.duration_ms,
         "status": attempt.status,
         "error": attempt.error,
-        "trigger": attempt.trigger,
+        "trigger": attempt.trigger.value,
         "webhookId": attempt.webhook_id,
     }

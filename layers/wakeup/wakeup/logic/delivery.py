@@ -53,7 +53,7 @@ from wakeup.host_call import CallOutcome, call_wake
 from wakeup.logic import retry
 from wakeup.logic.outcomes import Outcomes
 from wakeup.logic.wakes import stands, trigger_for
-from wakeup.model import CallRecord, Instance, Trigger
+from wakeup.model import CallRecord, Instance, Origin, Trigger
 from wakeup.observability import Metric, logger, metrics
 from wakeup.settings import Settings
 from wakeup.signing import SigningKeys, SigningVersions, WakeId, signed_headers
@@ -66,14 +66,6 @@ from wakeup.triggers import QUEUE_LEAD_S, Triggers
 EARLY_REARM_S = float(QUEUE_LEAD_S + 1)
 # `lastError` of an attempt not made because its call could not be signed (the account reads it).
 NOT_SIGNED = "not called: the service could not sign the call"
-
-
-class Source(StrEnum):
-    """Where a trigger came from: a (delayed) SQS message, or the instance's one-time schedule."""
-
-    QUEUE = "queue"
-    SCHEDULE = "schedule"
-    SWEEPER = "sweeper"  # a message the sweeper sent (a lost trigger re-armed)
 
 
 class Result(StrEnum):
@@ -132,10 +124,10 @@ class Caller:
     # Seconds the invocation has left (Lambda's `context.get_remaining_time_in_millis`); None: no limit.
     time_left_s: Callable[[], float] | None = None
 
-    def deliver(self, trigger: Trigger, source: Source) -> Delivery:
+    def deliver(self, trigger: Trigger, source: Origin) -> Delivery:
         """Does what `trigger` asks for now; see the module's docstring for the steps."""
         now = self.clock()
-        if source is Source.SCHEDULE:
+        if source is Origin.SCHEDULE:
             early = self._early_schedule(trigger, now)
             if early is not None:
                 return early
@@ -175,7 +167,7 @@ class Caller:
             return self._defer(trigger, delay_s=lease_left_s, why="too little of the lease left to call")
         if not self._outcomes.has_time(call_s + AWS_REQUEST.worst_s):
             return self._defer(trigger, delay_s=lease_left_s, why="no time left to call")
-        origin = Source.SWEEPER if trigger.origin == Source.SWEEPER.value else source
+        origin = Origin.SWEEPER if trigger.origin is Origin.SWEEPER else source
         return self._call(trigger, instance, instance.due, keys, origin, lease_until_ms)
 
     def _early_schedule(self, trigger: Trigger, now: datetime) -> Delivery | None:
@@ -184,7 +176,7 @@ class Caller:
         when it is due now, for the claim to take."""
         instance = self.store.get_instance(trigger.instance_id)
         if instance is None or not stands(instance, trigger) or instance.due is None:
-            return self._drop(trigger, Source.SCHEDULE, instance)
+            return self._drop(trigger, Origin.SCHEDULE, instance)
         if (instance.due - now).total_seconds() <= EARLY_REARM_S:
             return None
         return self._rearm_early(trigger, instance, now)
@@ -229,11 +221,11 @@ class Caller:
             self.sleep(max((due - now).total_seconds(), 0.001))
             now = self.clock()
 
-    def _drop(self, trigger: Trigger, source: Source, current: Instance | None) -> Delivery:
+    def _drop(self, trigger: Trigger, source: Origin, current: Instance | None) -> Delivery:
         logger.info("stale trigger dropped", instance_id=trigger.instance_id, source=source.value)
         # The instance's one schedule fired with an older registration's trigger, so the schedule
         # that the newer one set (an update of the same schedule) may be spent with it: arm again.
-        if source is Source.SCHEDULE and current is not None:
+        if source is Origin.SCHEDULE and current is not None:
             wanted = trigger_for(current)
             if wanted is not None and current.due is not None:
                 self.triggers.arm(wanted, current.due, self.clock())
@@ -268,7 +260,7 @@ class Caller:
         instance: Instance,
         due: datetime,
         keys: list[bytes],
-        origin: Source,
+        origin: Origin,
         lease_until_ms: int,
     ) -> Delivery:
         host = host_of(instance.url)
@@ -291,7 +283,7 @@ class Caller:
             duration_ms=round((finished - started).total_seconds() * 1000),
             status=outcome.status,
             error=outcome.error,
-            trigger=origin.value,
+            trigger=origin,
             webhook_id=str(wake_id),
         )
         # The outcome before the history item: a caller that dies between the two then loses only
