@@ -40,7 +40,7 @@ from botocore.exceptions import ClientError, ReadTimeoutError
 from greenlet import getcurrent
 
 from wakeup import aws
-from wakeup.deadlines import CLOCK_ERROR_S
+from wakeup.arrival import CLOCK_ERROR_S
 from wakeup.host_call import CallOutcome
 from wakeup.logic.delivery import Delivery
 from wakeup.model import Origin, Trigger

@@ -24,7 +24,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from wakeup import __version__
 from wakeup.addresses import REFUSED_CALL
-from wakeup.deadlines import CLOCK_ERROR_S
+from wakeup.arrival import CLOCK_ERROR_S
 from wakeup.host_call import CallOutcome
 from wakeup.logic.accounts import revoke_account, signing_secret
 from wakeup.logic.delivery import Caller, Result

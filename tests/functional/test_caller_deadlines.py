@@ -13,7 +13,8 @@ import pytest
 from faulty import throttled
 from moto_env import Deployed, Host, serving_host
 
-from wakeup.deadlines import AWS_REQUEST, CLOCK_ERROR_S, lease_needed_s
+from wakeup.arrival import CLOCK_ERROR_S
+from wakeup.deadlines import AWS_REQUEST, lease_needed_s
 from wakeup.logic.delivery import Caller, OutOfTimeError, Result
 from wakeup.model import Origin, Trigger
 from wakeup.signing import SigningVersions

@@ -55,14 +55,6 @@ AWS_REQUEST = RequestBudget(connect_s=1.0, read_s=2.0, attempts=2)
 # https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars.html); no page states their
 # error, so this margin is an assumption (docs/architecture.md, "Delivering within the lease").
 CLOCK_MARGIN_S = 1.0
-# How far an execution environment's clock may be ahead of the true time, at most. AWS documents no
-# bound for Lambda's clock; Lambda runs on EC2, whose Amazon Time Sync Service keeps an instance's
-# clock within a millisecond or two of UTC ("Set the time for your EC2 instance", EC2 user guide:
-# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/set-time.html): an assumption, five times
-# that (docs/faults.md, "Clocks"). The caller calls once its own clock reads a wake's time plus
-# this, so that a clock this far ahead still calls no earlier than the wake's time; the fault
-# matrix skews each environment's clock by up to this, either way.
-CLOCK_ERROR_S = 0.010
 # What the claim's write and the signing keys (cached in a warm caller) take before a call.
 CLAIM_TO_CALL_S = 1.0
 

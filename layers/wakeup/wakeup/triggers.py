@@ -8,7 +8,6 @@ a trigger that arrives twice, late or for a replaced registration does no harm.
 """
 
 import json
-import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -18,16 +17,10 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from wakeup import aws, times
+from wakeup.arrival import SCHEDULE_SAFETY_S, SQS_MAX_DELAY_S, queue_delay_s
 from wakeup.model import Origin, Trigger
-from wakeup.settings import SQS_MAX_DELAY_S, Settings
+from wakeup.settings import Settings
 
-# A schedule's time must be safely in the future when it is created: AWS refuses `at()` in the
-# past, and one a moment away could pass before the request lands.
-SCHEDULE_SAFETY_S = 2
-# A message arrives this many whole seconds (and a fraction) before its time, not just the fraction
-# that whole-second delays leave: at a busy second, receiving it, invoking the caller and claiming
-# the registration all happen before the time, which the caller then waits out.
-QUEUE_LEAD_S = 1
 # Scheduler's own retries of a failed invocation, and for how long, before its dead-letter queue.
 SCHEDULE_RETRY = {"MaximumRetryAttempts": 10, "MaximumEventAgeInSeconds": 3600}
 
@@ -152,8 +145,9 @@ class Triggers:
 
     def send(self, trigger: Trigger, delay_s: float) -> None:
         """An SQS message delayed by whole seconds, so it arrives one to two seconds before its time."""
-        delay = min(max(math.floor(delay_s) - QUEUE_LEAD_S, 0), SQS_MAX_DELAY_S)
-        self.sqs.send_message(QueueUrl=self.settings.queue_url, MessageBody=message_body(trigger), DelaySeconds=delay)
+        self.sqs.send_message(
+            QueueUrl=self.settings.queue_url, MessageBody=message_body(trigger), DelaySeconds=queue_delay_s(delay_s)
+        )
 
     def schedule(self, trigger: Trigger, fire_at: datetime, *, replacing: bool = False) -> bool:
         """Creates or replaces the instance's one-time schedule (an update replaces every field);

@@ -47,7 +47,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
 from wakeup import times
-from wakeup.deadlines import AWS_REQUEST, CLOCK_ERROR_S, lease_needed_s
+from wakeup.arrival import CLOCK_ERROR_S, EARLY_REARM_S, QUEUE_LEAD_S
+from wakeup.deadlines import AWS_REQUEST, lease_needed_s
 from wakeup.errors import UnavailableError
 from wakeup.host_call import CallOutcome, call_wake
 from wakeup.logic import retry
@@ -59,11 +60,8 @@ from wakeup.settings import Settings
 from wakeup.signing import SigningKeys, SigningVersions, WakeId, signed_headers
 from wakeup.table import Store
 from wakeup.times import epoch_ms
-from wakeup.triggers import QUEUE_LEAD_S, Triggers
+from wakeup.triggers import Triggers
 
-# A trigger arriving more than this before its time is armed again rather than waited for here;
-# one armed through SQS arrives up to QUEUE_LEAD_S and a second early (delays are whole seconds).
-EARLY_REARM_S = float(QUEUE_LEAD_S + 1)
 # `lastError` of an attempt not made because its call could not be signed (the account reads it).
 NOT_SIGNED = "not called: the service could not sign the call"
 
