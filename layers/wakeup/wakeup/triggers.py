@@ -46,7 +46,7 @@ class Armed:
 def message_body(trigger: Trigger) -> str:
     """A trigger as a message or a schedule carries it (its origin only when it has one)."""
     # Its fields read one by one, not by `asdict`, which deep-copies each value (plain strings and
-    # numbers here) and took half the time of a wake's message (the simulator sends millions).
+    # numbers here, nothing to copy) on every message (docs/benchmark.md, "Figures behind the code's choices").
     body: dict[str, Any] = {}
     for field in fields(trigger):
         value = getattr(trigger, field.name)
@@ -81,8 +81,8 @@ class Triggers:
     """Sends triggers through SQS and EventBridge Scheduler, with clients given or made on first use.
 
     Made when first needed, not with the triggers: most requests and invocations need one of the
-    two or neither (an instance's registration, a near wake's, a delivered wake), and a client takes
-    8 ms of a cold start's CPU, the first of a service's more. Made once: a caller's threads may all
+    two or neither (an instance's registration, a near wake's, a delivered wake), and making a
+    client is a cold start's CPU, the first one more than the next. Made once: a caller's threads may all
     need one at once (`aws.client` makes one at a time, as boto3 needs).
     """
 

@@ -247,8 +247,7 @@ class Caller:
         assert instance.due is not None  # a pending registration has its next call's time
         self.triggers.arm(trigger, instance.due, now)
         ahead_s = (instance.due - now).total_seconds()
-        # Every far wake's schedule fires early and comes here once: at INFO that line was a fifth of
-        # a far wake's log bytes (docs/scaling.md, "Cost at steady rates"); its "wake called" stays.
+        # A far wake's schedule fires early and comes here once: DEBUG, so its logs are its "wake called" alone.
         logger.debug("early trigger re-armed", instance_id=trigger.instance_id, due_in_s=round(ahead_s, 3))
         return Delivery(Result.EARLY)
 
