@@ -40,7 +40,7 @@ WARM_UP = 3 * CLIENTS
 NO_SWEEPS = {"WAKEUP_LOCAL_SWEEP_S": "86400"}
 FAR_AHEAD_S = 86_400.0
 # Seconds before the wakes' time when the burst's CPU starts counting: before their messages are
-# visible (`wakeup.triggers.QUEUE_LEAD_S`, 1 s, ahead of the time).
+# visible (`wakeup.arrival.QUEUE_LEAD_S`, 1 s, ahead of the time).
 DELIVERY_METER_LEAD_S = 3.0
 
 

@@ -6,7 +6,7 @@ code (`wakeup`, which the simulation runs as Lambda runs it), stay Python. `make
 first on the path. The sources are the same: tests/unit/test_simulation_native.py runs scenarios
 both ways and compares every figure, and mypyc checks at run time the types mypy checks in lint.
 
-Why these: on the steady 1,000 wakes a second, compiling these six took 23% less CPU. Compiling
+Why these: on the steady 1,000 wakes a second, these six are where compiling saves CPU. Compiling
 the world, the Lambda and API Gateway models, the hosts and the logs as well took more, not less:
 those call the service's Python code back, and a call from compiled code into Python costs more
 than the interpreter's own (docs/scaling.md). DIR sits in the checkout, beside `sim/`:
@@ -122,7 +122,7 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     status = main(sys.argv[1:])
-    # mypy's build leaves millions of objects, whose teardown at exit took 5 s of the build's 20:
+    # mypy's build leaves millions of objects, whose teardown at exit is a good part of the build:
     # leave without it, as mypy itself does (`mypy.util.hard_exit`). Every file is closed by now.
     sys.stdout.flush()
     sys.stderr.flush()

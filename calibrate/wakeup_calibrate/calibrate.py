@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bench.stack import NO_SWEEPS, BenchStack
 from bench.workload import BURST_DELIVERY_TIMEOUT_S, SETTLE_S, Api, Host, due_at, iso, warm_up
-from wakeup.triggers import QUEUE_LEAD_S
+from wakeup.arrival import QUEUE_LEAD_S
 from wakeup_calibrate.local_profile import Measured, local_scaling, measure
 from wakeup_calibrate.local_trace import TRACE_ENV
 from wakeup_calibrate.timeline import WakeTimeline, cpu_table, local_timelines, simulated_timelines, stage_table, traced

@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy
 
 from bench.workload import Api, Host
+from wakeup.arrival import QUEUE_LEAD_S
 from wakeup.times import format_time
-from wakeup.triggers import QUEUE_LEAD_S
 from wakeup_awsfacts.sqs_scaling import Scaling
 from wakeup_awsfacts.template import Resolver, load_template
 from wakeup_local.aws.request_counter import COUNTS_PATH

@@ -12,7 +12,6 @@ stage by stage, so that where they part shows.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,8 +20,7 @@ from typing import Any
 
 from greenlet import getcurrent
 
-from wakeup.settings import SQS_MAX_DELAY_S
-from wakeup.triggers import QUEUE_LEAD_S
+from wakeup.arrival import queue_delay_s
 from wakeup_cost.stats import percentile
 from wakeup_sim.engine import Cpu, Machine
 from wakeup_sim.event_source import EventSource
@@ -48,7 +46,7 @@ class WakeTimeline:
     @property
     def visible(self) -> float:
         """When the message's delay ended: `wakeup.triggers.Triggers.send`'s whole seconds."""
-        return self.sent + min(max(math.floor(self.due - self.sent) - QUEUE_LEAD_S, 0), SQS_MAX_DELAY_S)
+        return self.sent + queue_delay_s(self.due - self.sent)
 
 
 # (name, from, to): each stage's length, and each moment's place against the wake's time.

@@ -21,10 +21,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from wakeup.factories import get_signing_keys, get_store, get_triggers, require_master_key
 from wakeup.host_call import call_wake
-from wakeup.logic.delivery import Caller, Source, parse_trigger, publish, publish_baseline
-from wakeup.model import Trigger
+from wakeup.logic.delivery import Caller, publish, publish_baseline
+from wakeup.model import Origin, Trigger
 from wakeup.observability import logger, metrics, tracer
 from wakeup.settings import get_settings
+from wakeup.triggers import parse_trigger
 
 # Read at import, Lambda's init: invalid settings, or no master key to sign with, fail the init
 # with the reason, never a request.
@@ -73,7 +74,7 @@ def _deliver_batch(event: dict[str, Any], context: LambdaContext) -> PartialItem
     async def deliver_record(record: SQSRecord) -> str:
         trigger = _trigger_in(record.body, record.message_id)
         loop = asyncio.get_running_loop()
-        delivery = await loop.run_in_executor(threads, caller.deliver, trigger, Source.QUEUE)
+        delivery = await loop.run_in_executor(threads, caller.deliver, trigger, Origin.QUEUE)
         publish(delivery)  # back in the event loop's thread
         return delivery.result.value
 
@@ -95,6 +96,6 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     # Scheduler invokes asynchronously with the schedule's input, the trigger itself; raising makes
     # Lambda retry it (EventInvokeConfig in template.yaml) and then keep it in the caller's
     # failed-events queue. The schedules' dead-letter queue never sees it.
-    delivery = _caller(context).deliver(parse_trigger(event), Source.SCHEDULE)
+    delivery = _caller(context).deliver(parse_trigger(event), Origin.SCHEDULE)
     publish(delivery)
     return {"result": delivery.result.value}

@@ -592,8 +592,7 @@ class MemoryStore(DynamoStore):
         return signing_of(item) if item is not None else None
 
     def record_call(self, call: CallRecord) -> None:
-        """One `PutItem` of the call's item (one a wake: a twentieth of a steady scenario's CPU
-        through the typed JSON)."""
+        """One `PutItem` of the call's item (one a wake), without the typed JSON's round trip."""
         if not self._own_client():
             super().record_call(call)
             return

@@ -37,8 +37,8 @@ class Engine:
     def __init__(self, start: float) -> None:
         self.now = start
         # A task's greenlet runs the next task once its own ends. Python gives each greenlet a stack
-        # of its own for its frames, allocated when it starts and unmapped when it ends: a greenlet a
-        # task made that a tenth of a steady scenario's CPU. False for a world that keeps state by
+        # of its own for its frames, allocated when it starts and unmapped when it ends, a cost per
+        # task that reusing the greenlet saves. False for a world that keeps state by
         # greenlet (`getcurrent()`) beyond a task's end, as the fault injector does.
         self.reuse_tasks = True
         self._idle_tasks: list[greenlet] = []

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from wakeup.logic.delivery import EARLY_REARM_S
+from wakeup.arrival import EARLY_REARM_S
 from wakeup.logic.retry import retry_delay_s
 from wakeup.settings import SettingsError, load_settings
 from wakeup.table.items import instance_key, pending_shard

@@ -40,10 +40,10 @@ from botocore.exceptions import ClientError, ReadTimeoutError
 from greenlet import getcurrent
 
 from wakeup import aws
-from wakeup.deadlines import CLOCK_ERROR_S
+from wakeup.arrival import CLOCK_ERROR_S
 from wakeup.host_call import CallOutcome
-from wakeup.logic.delivery import Delivery, Source
-from wakeup.model import Trigger
+from wakeup.logic.delivery import Delivery
+from wakeup.model import Origin, Trigger
 from wakeup.signing import SigningKeys
 from wakeup.times import format_time
 from wakeup_sim.dynamodb import Io
@@ -746,11 +746,11 @@ class FaultyHosts:
         return timed_out
 
 
-def watch_deliveries(faults: FaultInjector, deliver: Callable[[Trigger, Source], Delivery]) -> Callable[..., Delivery]:
+def watch_deliveries(faults: FaultInjector, deliver: Callable[[Trigger, Origin], Delivery]) -> Callable[..., Delivery]:
     """The caller's `deliver`, with the trigger's wake as its task's context; a call whose
     function died after it is noted so."""
 
-    def watched(trigger: Trigger, source: Source) -> Delivery:
+    def watched(trigger: Trigger, source: Origin) -> Delivery:
         task = getcurrent()
         faults.context[task] = trigger.instance_id
         faults.context_cpu[task] = faults.cpu_of()

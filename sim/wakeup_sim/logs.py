@@ -1,12 +1,12 @@
 """The service's log lines as CloudWatch Logs bills them: their bytes, counted, not written.
 
-A steady scenario logs a line a wake. Through `logging` and Powertools' formatter each line cost
-about a tenth of the simulation's CPU: a `LogRecord`, the formatter's dictionary, a JSON decode of
-the message that fails, the JSON. A line is its statement's fixed part (level, location, message,
-timestamp and service: the same length for every line one statement logs, so read from the
-formatter once) and its keys' JSON; here `info` and `warning` count those two. A line with
-arguments, `extra` or an exception, a key the formatter holds or sets itself, or one logged after
-the logger's own keys changed goes through the logger, into a stream that counts its bytes.
+A steady scenario logs a line a wake. Through `logging` and Powertools' formatter each line costs
+a `LogRecord`, the formatter's dictionary, a JSON decode of the message that fails, and the JSON.
+A line is its statement's fixed part (level, location, message, timestamp and service: the same
+length for every line one statement logs, so read from the formatter once) and its keys' JSON;
+here `info` and `warning` count those two. A line with arguments, `extra` or an exception, a key
+the formatter holds or sets itself, or one logged after the logger's own keys changed goes
+through the logger, into a stream that counts its bytes.
 tests/unit/test_simulation_logs.py holds the count equal to the formatter's lines.
 """
 

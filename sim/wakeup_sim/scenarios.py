@@ -77,7 +77,7 @@ def no_cyclic_collection() -> Iterator[None]:
 
     A simulation keeps millions of objects alive to its end (items, messages, calls, tasks) and
     makes few reference cycles: the collector's passes, more frequent and longer as the objects
-    pile up, took a third of a steady scenario's CPU and freed almost nothing. Reference counting
+    pile up, cost much of a steady scenario's CPU and freed almost nothing. Reference counting
     still frees everything else at once.
     """
     enabled = gc.isenabled()

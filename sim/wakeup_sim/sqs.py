@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from wakeup.settings import SQS_MAX_DELAY_S
+from wakeup.arrival import SQS_MAX_DELAY_S
 from wakeup_awsfacts.quotas import SQS_MAX_RECEIVE
 from wakeup_sim.engine import Engine
 

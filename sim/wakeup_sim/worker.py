@@ -4,7 +4,7 @@ Each scenario gets a process forked for it alone, from a server process that has
 simulator (and matplotlib) once, and which ends with it. A worker that ran scenarios one after
 another kept each one's world (its greenlets' frames hold it, and Python's collector does not look
 into them), so the later ones ran beside gigabytes of the earlier ones' objects, and a wake's CPU
-grows with the heap (docs/scaling.md): a process each took 7 to 9% less CPU over all the scenarios.
+grows with the heap (docs/scaling.md): a process each leaves a scenario only its own objects.
 """
 
 import gc

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from wakeup.logic.delivery import Caller, Source, parse_trigger
+from wakeup.logic.delivery import Caller
 from wakeup.logic.sweeper import UnreadShardsError, sweep
 from wakeup.logic.wakes import register_wake
-from wakeup.model import Trigger
+from wakeup.model import Origin, Trigger
 from wakeup.signing import SigningKeys
 from wakeup.tokens import hash_token
-from wakeup.triggers import Triggers
+from wakeup.triggers import Triggers, parse_trigger
 from wakeup_sim.api_gateway import ROUTE, ApiGateway, Registration, register_with_retries
 from wakeup_sim.deployment import Deployment
 from wakeup_sim.dynamodb import MemoryStore
@@ -201,7 +201,7 @@ class World:
         if isinstance(payload, list):
             return self._deliver_batch(payload)
         # Scheduler's invocation: the trigger itself; an exception makes Lambda retry it.
-        self.caller.deliver(parse_trigger(payload), Source.SCHEDULE)
+        self.caller.deliver(parse_trigger(payload), Origin.SCHEDULE)
         return None
 
     def _deliver_batch(self, batch: list[Message]) -> set[int]:
@@ -220,7 +220,7 @@ class World:
             nonlocal left
             self.cpus.bind(*bound)
             try:
-                caller.deliver(parse_trigger(json.loads(message.body)), Source.QUEUE)
+                caller.deliver(parse_trigger(json.loads(message.body)), Origin.QUEUE)
             except Exception:
                 failed.add(message.id)
             finally:

@@ -18,7 +18,7 @@ from support.api import Api
 from support.host import WakeHost, closed_port_url, hang, redirect
 from support.stack_process import MakeStack, StackProcess
 from support.waiting import wait_until
-from wakeup.logic.delivery import EARLY_REARM_S
+from wakeup.arrival import EARLY_REARM_S
 from wakeup_awsfacts.template import load_template
 
 # How late a call may be (DESIGN section 3), and how long to watch for a call that must not come.

@@ -19,10 +19,10 @@ from moto_env import Deployed, RecordingTriggers, serving_host
 
 from wakeup.errors import UnavailableError
 from wakeup.logic import instances
-from wakeup.logic.delivery import Caller, Result, Source
+from wakeup.logic.delivery import Caller, Result
 from wakeup.logic.sweeper import Sweep, sweep
 from wakeup.logic.wakes import forget_trigger, register_wake
-from wakeup.model import Instance, TokenOwner, Trigger
+from wakeup.model import Instance, Origin, TokenOwner, Trigger
 from wakeup.table import DynamoStore
 from wakeup.times import format_time, now
 from wakeup.tokens import TokenKind
@@ -286,10 +286,10 @@ def test_a_schedule_that_cannot_be_removed_is_503_and_finds_nothing_to_call_when
         assert current is not None and current.reg != old.reg
         [(sent, _)] = failing.sent
         caller = Caller(env.store, env.triggers, env.settings)
-        assert caller.deliver(sent, Source.QUEUE).result is Result.CALLED
+        assert caller.deliver(sent, Origin.QUEUE).result is Result.CALLED
         # and the old schedule, left behind, calls nothing and arms nothing when it fires
         assert env.schedule_input(instance_id) == old
-        assert caller.deliver(old, Source.SCHEDULE).result is Result.STALE
+        assert caller.deliver(old, Origin.SCHEDULE).result is Result.STALE
     assert len(host.calls) == 1
     assert env.triggers.sent == []
 
@@ -305,7 +305,7 @@ def test_a_deleted_instances_schedule_that_cannot_be_removed_finds_nothing_when_
     # The delete answers 204: removing the schedule is tidiness, the table holds no wake now.
     instances.delete(env.store, failing, TokenOwner(TokenKind.ACCOUNT, account.id), instance.id, now())
     assert env.store.get_instance(instance.id) is None
-    assert Caller(env.store, env.triggers, env.settings).deliver(left, Source.SCHEDULE).result is Result.STALE
+    assert Caller(env.store, env.triggers, env.settings).deliver(left, Origin.SCHEDULE).result is Result.STALE
     assert env.triggers.sent == [] and env.triggers.scheduled == []
 
 

@@ -24,11 +24,11 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from wakeup import __version__
 from wakeup.addresses import REFUSED_CALL
-from wakeup.deadlines import CLOCK_ERROR_S
+from wakeup.arrival import CLOCK_ERROR_S
 from wakeup.host_call import CallOutcome
 from wakeup.logic.accounts import revoke_account, signing_secret
-from wakeup.logic.delivery import Caller, Result, Source
-from wakeup.model import Instance, Trigger
+from wakeup.logic.delivery import Caller, Result
+from wakeup.model import Instance, Origin, Trigger
 from wakeup.observability import logger
 from wakeup.table import Claim, DynamoStore
 from wakeup.times import epoch_ms, now
@@ -313,7 +313,7 @@ def test_a_copy_refused_after_a_slow_claim_write_looks_again_when_the_lease_ends
 
     store = SlowClaims(env.settings.table, env.store.client)
     caller = Caller(store, env.triggers, env.settings, clock=lambda: clock[0])
-    assert caller.deliver(trigger, Source.QUEUE).result is Result.BUSY
+    assert caller.deliver(trigger, Origin.QUEUE).result is Result.BUSY
     # then it looks again when the other call's lease ends, not 3 s after that
     [(resent, delay)] = env.triggers.sent
     assert resent == trigger
@@ -353,7 +353,7 @@ def test_a_schedules_call_waits_for_its_time_from_after_the_read_and_the_claim(e
 
     store = SlowRequests(env.settings.table, env.store.client)
     caller = Caller(store, env.triggers, env.settings, call=call, clock=lambda: clock[0], sleep=sleep)
-    assert caller.deliver(trigger, Source.SCHEDULE).result is Result.CALLED
+    assert caller.deliver(trigger, Origin.SCHEDULE).result is Result.CALLED
     assert called_at == [due + timedelta(seconds=CLOCK_ERROR_S)]  # the clocks' error waited out past it
     # and the claim's lease runs from the claim, not from before the read
     assert claimed_from == [epoch_ms(start + timedelta(seconds=0.3))]

@@ -13,9 +13,10 @@ import pytest
 from faulty import throttled
 from moto_env import Deployed, Host, serving_host
 
-from wakeup.deadlines import AWS_REQUEST, CLOCK_ERROR_S, lease_needed_s
-from wakeup.logic.delivery import Caller, OutOfTimeError, Result, Source
-from wakeup.model import Trigger
+from wakeup.arrival import CLOCK_ERROR_S
+from wakeup.deadlines import AWS_REQUEST, lease_needed_s
+from wakeup.logic.delivery import Caller, OutOfTimeError, Result
+from wakeup.model import Origin, Trigger
 from wakeup.signing import SigningVersions
 from wakeup.table import DynamoStore
 from wakeup.times import now
@@ -108,7 +109,7 @@ def test_a_call_is_not_made_when_the_requests_since_the_claim_left_too_little_of
     lease_s = env.settings.claim_lease_s + 2
     slow_s = lease_s - lease_needed_s(env.settings.call_timeout_s) + 0.5
     # when it is delivered
-    delivery = caller_of(env, SlowVersions(env, clock, slow_s), clock).deliver(trigger, Source.QUEUE)
+    delivery = caller_of(env, SlowVersions(env, clock, slow_s), clock).deliver(trigger, Origin.QUEUE)
     # then the host is not called: the claim's lease could end during the call, and another caller
     # could start a second one; the trigger comes back once the lease is over
     assert delivery.result is Result.DEFERRED and host.calls == []
@@ -116,7 +117,7 @@ def test_a_call_is_not_made_when_the_requests_since_the_claim_left_too_little_of
     assert resent == trigger and delay >= lease_s - slow_s
     # and the caller that takes it then calls the host, once
     clock.pass_s(delay)
-    again = caller_of(env, env.store, clock).deliver(trigger, Source.QUEUE)
+    again = caller_of(env, env.store, clock).deliver(trigger, Origin.QUEUE)
     assert again.result is Result.CALLED and len(host.calls) == 1
 
 
@@ -124,7 +125,7 @@ def test_a_call_is_made_when_the_lease_left_covers_it(env: Deployed, host: Host)
     clock = Clock()
     trigger = env.new_wake(env.new_instance(host.url), clock())
     slow_s = env.settings.claim_lease_s + 2 - lease_needed_s(env.settings.call_timeout_s) - 0.5
-    delivery = caller_of(env, SlowVersions(env, clock, slow_s), clock).deliver(trigger, Source.QUEUE)
+    delivery = caller_of(env, SlowVersions(env, clock, slow_s), clock).deliver(trigger, Origin.QUEUE)
     assert delivery.result is Result.CALLED and len(host.calls) == 1
 
 
@@ -138,7 +139,7 @@ def test_no_claim_is_taken_without_time_left_for_the_call_and_its_outcome(env: D
     clock = Clock(time_left_s=needed_s - 0.5)
     trigger = env.new_wake(env.new_instance(host.url), clock())
     # when
-    delivery = caller_of(env, env.store, clock).deliver(trigger, Source.QUEUE)
+    delivery = caller_of(env, env.store, clock).deliver(trigger, Origin.QUEUE)
     # then nothing is claimed or called, and the trigger is sent again at once, for an invocation
     # with the time (the message itself is done: not left to the queue's visibility timeout)
     assert delivery.result is Result.DEFERRED and host.calls == []
@@ -156,7 +157,7 @@ def test_a_call_is_not_made_when_slow_reads_left_no_time_for_it_and_its_outcome(
     slow_s = needed_s + 0.5 - (env.settings.call_timeout_s + AWS_REQUEST.worst_s) + 0.5
     # when
     caller = caller_of(env, SlowVersions(env, clock, slow_s), clock, lease_s=60)
-    delivery = caller.deliver(trigger, Source.QUEUE)
+    delivery = caller.deliver(trigger, Origin.QUEUE)
     # then the host is not called, and the trigger comes back once the claim's lease is over
     assert delivery.result is Result.DEFERRED and host.calls == []
     [(resent, delay)] = env.triggers.sent
@@ -167,7 +168,7 @@ def test_without_time_even_to_send_the_trigger_again_the_record_fails(env: Deplo
     clock = Clock(time_left_s=AWS_REQUEST.worst_s - 0.5)
     trigger = env.new_wake(env.new_instance(host.url), clock())
     with pytest.raises(OutOfTimeError):
-        caller_of(env, env.store, clock).deliver(trigger, Source.QUEUE)
+        caller_of(env, env.store, clock).deliver(trigger, Origin.QUEUE)
     assert host.calls == [] and env.triggers.sent == []
 
 
@@ -180,7 +181,7 @@ def test_an_outcome_write_that_fails_is_tried_again_and_the_host_is_called_once(
     trigger = env.new_wake(env.new_instance(host.url), clock())
     store = FailingWrites(env, fails=2)
     # when
-    delivery = caller_of(env, store, clock).deliver(trigger, Source.QUEUE)
+    delivery = caller_of(env, store, clock).deliver(trigger, Origin.QUEUE)
     # then the third try records the 2xx: the host is not called again
     assert delivery.result is Result.CALLED and delivery.recorded and store.tries == 3
     instance = env.store.get_instance(trigger.instance_id)
@@ -195,7 +196,7 @@ def test_a_failure_written_before_its_reply_was_lost_counts_recorded_and_arms_it
         clock = Clock()
         trigger = env.new_wake(env.new_instance(host.url), clock())
         store = FailingWrites(env, fails=1, applied=True)
-        delivery = caller_of(env, store, clock).deliver(trigger, Source.QUEUE)
+        delivery = caller_of(env, store, clock).deliver(trigger, Origin.QUEUE)
     # then the instance read says it stands: recorded, and the retry armed
     assert delivery.result is Result.FAILED and delivery.recorded and delivery.retry_armed
     assert [sent for sent, _ in env.triggers.sent] == [Trigger(trigger.instance_id, trigger.reg, 1)]
@@ -209,7 +210,7 @@ def test_an_outcome_write_is_tried_only_while_the_lease_holds(env: Deployed, hos
     # when, then: the caller gives up once the lease is over, and the record fails (its message
     # comes back, for a caller that may write it)
     with pytest.raises(Exception, match="Throttling"):
-        caller_of(env, store, clock).deliver(trigger, Source.QUEUE)
+        caller_of(env, store, clock).deliver(trigger, Origin.QUEUE)
     lease_s = env.settings.claim_lease_s + 2
     assert 1 < store.tries <= lease_s / AWS_REQUEST.worst_s + 1
 
@@ -241,7 +242,7 @@ def test_a_caller_whose_clock_runs_ahead_still_calls_no_earlier_than_the_wake(en
         time_left_s=ahead.time_left_s,
     )
     # when it is delivered
-    delivery = caller.deliver(trigger, Source.QUEUE)
+    delivery = caller.deliver(trigger, Origin.QUEUE)
     # then the host is called, no earlier than the wake's time on the true clock
     assert delivery.result is Result.CALLED and len(host.calls) == 1
     assert truth() >= due

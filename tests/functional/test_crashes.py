@@ -27,10 +27,10 @@ from wakeup.errors import UnauthorizedError
 from wakeup.host_call import call_wake
 from wakeup.logic import instances
 from wakeup.logic.accounts import revoke_account
-from wakeup.logic.delivery import Caller, Result, Source
+from wakeup.logic.delivery import Caller, Result
 from wakeup.logic.sweeper import sweep
 from wakeup.logic.wakes import register_wake
-from wakeup.model import Instance, TokenOwner, Trigger
+from wakeup.model import Instance, Origin, TokenOwner, Trigger
 from wakeup.table import DynamoStore
 from wakeup.times import now
 from wakeup.tokens import TokenKind
@@ -76,16 +76,16 @@ def test_a_caller_dying_between_the_call_and_its_outcome_leaves_the_wake_to_a_ca
         raise Died
 
     with pytest.raises(Died):
-        Caller(env.store, env.triggers, env.settings, call=call_then_die).deliver(trigger, Source.QUEUE)
+        Caller(env.store, env.triggers, env.settings, call=call_then_die).deliver(trigger, Origin.QUEUE)
     # then its claim holds off a copy of the trigger until the lease ends (never two calls at once)
-    assert Caller(env.store, env.triggers, env.settings).deliver(trigger, Source.QUEUE).result is Result.BUSY
+    assert Caller(env.store, env.triggers, env.settings).deliver(trigger, Origin.QUEUE).result is Result.BUSY
     assert len(host.calls) == 1
     # and once the lease has ended, the sweeper arms the wake and the host is called again
     shift = after_the_lease(env)
     [rearmed] = swept_at(env, now() + shift)
     assert rearmed == Trigger(trigger.instance_id, trigger.reg, 0, origin="sweeper")
     later = Caller(env.store, env.triggers, env.settings, clock=ahead(shift))
-    delivery = later.deliver(rearmed, Source.QUEUE)
+    delivery = later.deliver(rearmed, Origin.QUEUE)
     assert delivery.result is Result.CALLED and delivery.recorded
     assert len(host.calls) == 2
 
@@ -123,7 +123,7 @@ def test_a_caller_timing_out_in_the_middle_of_a_batch_leaves_no_wake_lost_or_cal
         # and then it is called again, and recorded
         shift = timedelta(seconds=env.settings.claim_lease_s + 3)
         assert (
-            Caller(env.store, env.triggers, env.settings, clock=ahead(shift)).deliver(resent, Source.QUEUE).result
+            Caller(env.store, env.triggers, env.settings, clock=ahead(shift)).deliver(resent, Origin.QUEUE).result
             is Result.CALLED
         )
         assert (len(done.calls), len(interrupted.calls)) == (1, 2)
@@ -202,7 +202,7 @@ def test_a_wake_registered_just_before_its_account_is_revoked_is_never_called(en
     register_wake(env.store, env.triggers, instance_id, now(), now())
     revoke_account(env.store, account_id)
     [(armed, _)] = env.triggers.sent
-    delivery = Caller(env.store, env.triggers, env.settings).deliver(armed, Source.QUEUE)
+    delivery = Caller(env.store, env.triggers, env.settings).deliver(armed, Origin.QUEUE)
     assert delivery.result is Result.STALE and host.calls == []
     assert swept_at(env, now() + after_the_lease(env)) == []
 
@@ -223,7 +223,7 @@ def test_a_revocation_during_a_call_records_nothing_and_arms_nothing(env: Deploy
         env.triggers.sent.clear()
         during = threading.Thread(target=lambda: (slow.wait_for_calls(1, 5), revoke_account(env.store, account_id)))
         during.start()
-        delivery = Caller(env.store, env.triggers, env.settings).deliver(armed, Source.QUEUE)
+        delivery = Caller(env.store, env.triggers, env.settings).deliver(armed, Origin.QUEUE)
         during.join()
     assert delivery.result is Result.FAILED and not delivery.recorded and not delivery.retry_armed
     assert env.triggers.sent == [] and swept_at(env, now() + after_the_lease(env)) == []
@@ -260,7 +260,7 @@ def test_an_instance_registered_just_before_its_accounts_revocation_is_revoked_t
     revoke_account(lagging, account.id, sleep=lambda _: None)
     # then the newest instance is revoked all the same: its token is refused, its wake not called
     assert env.store.owner_of("newest-token-hash") is None
-    assert Caller(env.store, env.triggers, env.settings).deliver(armed, Source.QUEUE).result is Result.STALE
+    assert Caller(env.store, env.triggers, env.settings).deliver(armed, Origin.QUEUE).result is Result.STALE
     assert host.calls == []
 
 
@@ -285,7 +285,7 @@ def test_a_delete_during_a_call_records_nothing_and_arms_nothing(env: Deployed, 
         trigger = env.new_wake(instance.id, now() - timedelta(seconds=1))
         owner = TokenOwner(TokenKind.ACCOUNT, account.id)
         deleting = during_the_call(slow, lambda: instances.delete(env.store, env.triggers, owner, instance.id, now()))
-        delivery = Caller(env.store, env.triggers, env.settings).deliver(trigger, Source.QUEUE)
+        delivery = Caller(env.store, env.triggers, env.settings).deliver(trigger, Origin.QUEUE)
         deleting.join()
     assert not delivery.recorded and not delivery.retry_armed
     assert env.store.get_instance(instance.id) is None
@@ -303,7 +303,7 @@ def test_a_url_move_during_a_call_records_nothing_and_calls_neither_url_again(en
         moving = during_the_call(
             old, lambda: env.store.register_instance(account.id, new.url, f"move-during-{status}", now())
         )
-        delivery = Caller(env.store, env.triggers, env.settings).deliver(trigger, Source.QUEUE)
+        delivery = Caller(env.store, env.triggers, env.settings).deliver(trigger, Origin.QUEUE)
         moving.join()
         moved = env.store.get_instance(instance.id)
         assert moved is not None and moved.url == new.url

@@ -14,9 +14,9 @@ from faulty import Died, FaultyClient, throttled
 from moto_env import Deployed, Host, serving_host
 
 from wakeup.factories import signing_keys
-from wakeup.logic.delivery import Caller, Result, Source
+from wakeup.logic.delivery import Caller, Result
 from wakeup.logic.sweeper import sweep
-from wakeup.model import Trigger
+from wakeup.model import Origin, Trigger
 from wakeup.signing import SigningKeys
 from wakeup.table import DynamoStore
 from wakeup.times import epoch_ms, now
@@ -52,7 +52,7 @@ def test_a_caller_dying_between_the_outcome_and_the_history_leaves_the_wake_call
     caller = Caller(faulty_store(env, put_item=Died()), env.triggers, env.settings)
     # when
     with pytest.raises(Died):
-        caller.deliver(trigger, Source.QUEUE)
+        caller.deliver(trigger, Origin.QUEUE)
     # then the 2xx is recorded, so nothing (no sweep, no copy of the trigger) calls the host again
     assert len(host.calls) == 1
     instance = env.store.get_instance(trigger.instance_id)
@@ -64,7 +64,7 @@ def test_a_history_item_that_cannot_be_written_leaves_a_failed_wake_retried(env:
     with serving_host(statuses=[503]) as host:
         trigger = due_wake(env, host)
         caller = Caller(faulty_store(env, put_item=throttled("PutItem")), env.triggers, env.settings)
-        delivery = caller.deliver(trigger, Source.QUEUE)
+        delivery = caller.deliver(trigger, Origin.QUEUE)
     assert delivery.result is Result.FAILED and delivery.recorded and delivery.retry_armed
     assert [sent for sent, _ in env.triggers.sent] == [Trigger(trigger.instance_id, trigger.reg, 1)]
     assert env.store.read_calls(trigger.instance_id, [1]) == []  # the item was indeed not written
@@ -73,7 +73,7 @@ def test_a_history_item_that_cannot_be_written_leaves_a_failed_wake_retried(env:
 def test_a_history_item_that_cannot_be_written_leaves_a_2xx_recorded(env: Deployed, host: Host) -> None:
     trigger = due_wake(env, host)
     caller = Caller(faulty_store(env, put_item=throttled("PutItem")), env.triggers, env.settings)
-    delivery = caller.deliver(trigger, Source.QUEUE)
+    delivery = caller.deliver(trigger, Origin.QUEUE)
     assert delivery.result is Result.CALLED and delivery.recorded
     instance = env.store.get_instance(trigger.instance_id)
     assert instance is not None and instance.called_at is not None
@@ -87,7 +87,7 @@ def test_a_failed_call_whose_retry_cannot_be_armed_is_retried_by_the_sweeper(env
     unarmed = Triggers(env.settings, FaultyClient(env.clients.sqs, send_message=throttled("SendMessage")))
     with serving_host(statuses=[503]) as host:
         trigger = due_wake(env, host)
-        delivery = Caller(env.store, unarmed, env.settings).deliver(trigger, Source.QUEUE)
+        delivery = Caller(env.store, unarmed, env.settings).deliver(trigger, Origin.QUEUE)
     # then the failure is recorded with its retry's time, though no trigger carries it
     assert delivery.result is Result.FAILED and delivery.recorded and not delivery.retry_armed
     instance = env.store.get_instance(trigger.instance_id)
@@ -106,21 +106,21 @@ def test_lateness_counts_from_the_wakes_time_when_the_sweeper_moved_its_next_cal
     assert env.store.postpone(trigger, now() - timedelta(seconds=1), epoch_ms(now()))
     # when it is called
     delivery = Caller(env.store, env.triggers, env.settings).deliver(
-        Trigger(trigger.instance_id, trigger.reg, 0, origin=Source.SWEEPER.value), Source.QUEUE
+        Trigger(trigger.instance_id, trigger.reg, 0, origin=Origin.SWEEPER), Origin.QUEUE
     )
     # then the lateness (logs and metrics read the delivery's) and the history both say 87 s
     assert delivery.result is Result.CALLED
     assert delivery.lateness_ms is not None and 87_000 <= delivery.lateness_ms < 90_000
     [kept] = env.store.read_calls(trigger.instance_id, [1])
     assert kept.lateness_ms is not None and 87_000 <= kept.lateness_ms < 90_000
-    assert kept.trigger == Source.SWEEPER.value
+    assert kept.trigger is Origin.SWEEPER
 
 
 def test_lateness_is_left_out_for_a_retry(env: Deployed, host: Host) -> None:
     trigger = due_wake(env, host, late_s=30)
     assert env.store.record_failure(trigger, "HTTP 503", now() - timedelta(seconds=1))
     delivery = Caller(env.store, env.triggers, env.settings).deliver(
-        Trigger(trigger.instance_id, trigger.reg, 1), Source.QUEUE
+        Trigger(trigger.instance_id, trigger.reg, 1), Origin.QUEUE
     )
     assert delivery.result is Result.CALLED and delivery.lateness_ms is None
 
@@ -151,7 +151,7 @@ def test_a_call_that_cannot_be_signed_frees_its_claim_and_arms_its_retry(env: De
     trigger = due_wake(env, host)
     caller = signing_fault_caller(env, fault)
     # when
-    delivery = caller.deliver(trigger, Source.QUEUE)
+    delivery = caller.deliver(trigger, Origin.QUEUE)
     # then no call was made, no claim is held, and the retry is armed like a failed call's
     assert host.calls == []
     assert delivery.result is Result.FAILED and delivery.recorded and delivery.retry_armed
@@ -163,7 +163,7 @@ def test_a_call_that_cannot_be_signed_frees_its_claim_and_arms_its_retry(env: De
 
     # and once the keys can be read again, the retry calls the host, signed
     retry = Caller(env.store, env.triggers, env.settings, signing=env.signing)
-    assert retry.deliver(Trigger(trigger.instance_id, trigger.reg, 1), Source.QUEUE).result is Result.CALLED
+    assert retry.deliver(Trigger(trigger.instance_id, trigger.reg, 1), Origin.QUEUE).result is Result.CALLED
     [call] = host.calls
     assert "webhook-signature" in {name.lower() for name in call.headers}
 
@@ -176,7 +176,7 @@ def test_a_call_that_cannot_be_signed_before_its_time_is_retried_no_sooner_than_
     trigger = env.new_wake(env.new_instance(host.url), now() + timedelta(seconds=1.5))
     caller = signing_fault_caller(env, "master throttled")
     # when
-    delivery = caller.deliver(trigger, Source.QUEUE)
+    delivery = caller.deliver(trigger, Origin.QUEUE)
     # then the retry is due its backoff after the wake's time, not after the failed read
     assert delivery.result is Result.FAILED and host.calls == []
     instance = env.store.get_instance(trigger.instance_id)
@@ -191,7 +191,7 @@ def test_an_empty_master_key_frees_the_claim_and_arms_the_retry(env: Deployed, h
 
     trigger = due_wake(env, host)
     caller = Caller(env.store, env.triggers, env.settings, signing=SigningKeys(Empty(), "empty"))
-    delivery = caller.deliver(trigger, Source.QUEUE)
+    delivery = caller.deliver(trigger, Origin.QUEUE)
     assert host.calls == [] and delivery.result is Result.FAILED and delivery.retry_armed
     instance = env.store.get_instance(trigger.instance_id)
     assert instance is not None and instance.claim_until is None and instance.attempts == 1
@@ -215,7 +215,7 @@ def test_a_retry_whose_schedule_keeps_changing_is_left_to_the_sweeper(env: Deplo
             assert env.store.record_failure(Trigger(trigger.instance_id, trigger.reg, attempt), "HTTP 503", now())
         # when its eleventh call fails too
         delivery = Caller(env.store, contended, env.settings).deliver(
-            Trigger(trigger.instance_id, trigger.reg, 10), Source.QUEUE
+            Trigger(trigger.instance_id, trigger.reg, 10), Origin.QUEUE
         )
     # then the failure is recorded with the retry's time, for the sweeper to arm (no exception)
     assert delivery.result is Result.FAILED and delivery.recorded and not delivery.retry_armed

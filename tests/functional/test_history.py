@@ -9,8 +9,8 @@ from moto_env import Deployed, Host, serving_host
 
 from wakeup.errors import BadRequestError
 from wakeup.logic import instances
-from wakeup.logic.delivery import Caller, Source
-from wakeup.model import CallRecord, TokenOwner
+from wakeup.logic.delivery import Caller
+from wakeup.model import CallRecord, Origin, TokenOwner
 from wakeup.times import now
 from wakeup.tokens import TokenKind
 
@@ -36,7 +36,7 @@ def owner_of(env: Deployed, instance_id: str) -> TokenOwner:
 def call_at(env: Deployed, instance_id: str, moment: datetime) -> None:
     """A wake due at `moment`, delivered by the real caller whose clock reads `moment`."""
     caller = Caller(env.store, env.triggers, env.settings, clock=lambda: moment, sleep=lambda _: None)
-    caller.deliver(env.new_wake(instance_id, moment - timedelta(seconds=1)), Source.QUEUE)
+    caller.deliver(env.new_wake(instance_id, moment - timedelta(seconds=1)), Origin.QUEUE)
 
 
 def listed(env: Deployed, instance_id: str, when: datetime, limit: str | None = None) -> list[CallRecord]:

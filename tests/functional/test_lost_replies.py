@@ -14,8 +14,8 @@ import pytest
 from lost_reply import LostReplyProxy
 from moto_env import Deployed, serving_host
 
-from wakeup.logic.delivery import Caller, Result, Source
-from wakeup.model import Trigger
+from wakeup.logic.delivery import Caller, Result
+from wakeup.model import Origin, Trigger
 from wakeup.table import DynamoStore
 from wakeup.times import now
 
@@ -36,7 +36,7 @@ def test_a_delivery_whose_claim_reply_was_lost_calls_at_once(env: Deployed, prox
         trigger = due_wake(env, host.url)
         proxy.lose("UpdateItem")
         caller = Caller(DynamoStore(env.settings.table, client=proxy.dynamodb()), env.triggers, env.settings)
-        delivery = caller.deliver(trigger, Source.QUEUE)
+        delivery = caller.deliver(trigger, Origin.QUEUE)
     assert delivery.result is Result.CALLED and delivery.recorded
     assert len(host.calls) == 1
     assert env.triggers.sent == []  # not sent back to wait for its own lease
@@ -50,7 +50,7 @@ def test_a_failed_call_whose_record_reply_was_lost_arms_its_retry(env: Deployed,
         # and the record's (the third) is lost.
         proxy.lose("UpdateItem")
         proxy.lose("UpdateItem", after=1)
-        delivery = caller.deliver(trigger, Source.QUEUE)
+        delivery = caller.deliver(trigger, Origin.QUEUE)
     assert proxy.lost == ["UpdateItem", "UpdateItem"] and proxy.seen.count("UpdateItem") == 4
     assert delivery.result is Result.FAILED
     assert delivery.recorded and delivery.retry_armed

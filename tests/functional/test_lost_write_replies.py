@@ -17,9 +17,9 @@ from moto_env import Deployed, serving_host
 
 from wakeup.host_call import call_wake
 from wakeup.logic import instances
-from wakeup.logic.delivery import Caller, Result, Source
+from wakeup.logic.delivery import Caller, Result
 from wakeup.logic.wakes import register_wake
-from wakeup.model import TokenOwner, Trigger
+from wakeup.model import Origin, TokenOwner, Trigger
 from wakeup.table import DynamoStore
 from wakeup.table.items import instance_key
 from wakeup.times import now
@@ -99,7 +99,7 @@ def test_a_delivery_whose_outcome_reply_was_lost_counts_it_recorded(env: Deploye
             env.settings,
             call=call_then_lose_the_next_write,
         )
-        delivery = caller.deliver(trigger, Source.QUEUE)
+        delivery = caller.deliver(trigger, Origin.QUEUE)
     # claim, outcome, outcome's retry
     assert proxy.lost == ["UpdateItem"] and proxy.seen.count("UpdateItem") == 3
     assert delivery.result is Result.CALLED and delivery.recorded

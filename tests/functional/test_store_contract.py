@@ -21,7 +21,7 @@ from lost_reply import LostReplyProxy
 from moto_env import Deployed
 
 from wakeup.errors import UnavailableError
-from wakeup.model import CallRecord, Trigger
+from wakeup.model import CallRecord, Origin, Trigger
 from wakeup.table import DynamoStore, WakeWindow, WindowFull, mechanics
 from wakeup.table.items import BY_ACCOUNT, PENDING_WAKES, dump, instance_key, load, pending_shard
 from wakeup.table.registrations import Superseded
@@ -399,8 +399,8 @@ def test_a_recorded_call_is_read_back_as_it_was_made(table: Table) -> None:
     instance_id = table.instance()
     at = whole_ms(now())
     made = [
-        CallRecord(instance_id, 1, at, at, 0, 12, 85, 200, None, "queue", "w1"),
-        CallRecord(instance_id, 2, at, at, 1, None, 5000, None, "timed out after 5 s", "sweeper", "w2"),
+        CallRecord(instance_id, 1, at, at, 0, 12, 85, 200, None, Origin.QUEUE, "w1"),
+        CallRecord(instance_id, 2, at, at, 1, None, 5000, None, "timed out after 5 s", Origin.SWEEPER, "w2"),
     ]
     for call in made:
         table.store.record_call(call)
@@ -562,7 +562,7 @@ def test_a_postpone_whose_reply_was_lost_counts_as_written(table: Table, lossy: 
 def test_a_recorded_call_whose_reply_was_lost_is_kept_once(table: Table, lossy: Lossy) -> None:
     instance_id = table.instance()
     at = whole_ms(now())
-    call = CallRecord(instance_id, 1, at, at, 0, 12, 85, 200, None, "queue", "w1")
+    call = CallRecord(instance_id, 1, at, at, 0, 12, 85, 200, None, Origin.QUEUE, "w1")
     lossy.lose("PutItem")
     lossy.store.record_call(call)
     assert lossy.retried("PutItem")

@@ -3,8 +3,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from wakeup.deadlines import CALLER_TIMEOUT_S, CLAIM_AHEAD_S
-from wakeup.logic.delivery import EARLY_REARM_S
+from wakeup.deadlines import CALLER_TIMEOUT_S
 from wakeup.settings import Settings, SettingsError, load_settings
 from wakeup_awsfacts.template import load_template
 
@@ -59,10 +58,8 @@ def test_a_call_longer_than_the_callers_timeout_can_hold_is_refused(call: str, a
             Settings.model_validate(environment)
 
 
-def test_the_deadlines_twins_are_the_delivery_codes_and_the_templates() -> None:
-    # the moment a claim is taken ahead (wakeup.logic.delivery) and the caller's timeout (template)
+def test_the_callers_timeout_is_the_templates() -> None:
     template = load_template(Path(__file__).parents[2] / "template.yaml")
-    assert CLAIM_AHEAD_S == EARLY_REARM_S
     assert CALLER_TIMEOUT_S == template.resources["CallerFunction"]["Properties"]["Timeout"]
 
 

@@ -3,7 +3,7 @@
 
 from datetime import UTC, datetime
 
-from wakeup.model import CallRecord
+from wakeup.model import CallRecord, Origin
 from wakeup.table.items import call_item, call_key, dump, load
 from wakeup_sim.dynamodb import MemoryStore
 
@@ -13,8 +13,8 @@ AT = datetime(2027, 1, 15, 8, 0, 0, 250000, tzinfo=UTC)
 def test_a_recorded_call_is_stored_as_a_put_of_its_typed_json_would_store_it() -> None:
     store = MemoryStore([])
     calls = [
-        CallRecord("i-1", 7, AT, AT, 0, 12, 85, 200, None, "queue", "w1"),
-        CallRecord("i-1", 8, AT, AT, 2, None, 5000, None, "timed out after 5 s", "sweeper", "w2"),
+        CallRecord("i-1", 7, AT, AT, 0, 12, 85, 200, None, Origin.QUEUE, "w1"),
+        CallRecord("i-1", 8, AT, AT, 2, None, 5000, None, "timed out after 5 s", Origin.SWEEPER, "w2"),
     ]
     for call in calls:
         store.record_call(call)

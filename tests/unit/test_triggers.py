@@ -11,7 +11,7 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 from wakeup import aws
-from wakeup.model import Trigger
+from wakeup.model import Origin, Trigger
 from wakeup.settings import Settings
 from wakeup.triggers import Armed, ScheduleContentionError, Triggers
 
@@ -63,7 +63,7 @@ def test_a_wake_within_the_horizon_goes_to_sqs_delayed_to_a_second_and_a_fractio
             {"QueueUrl": settings.queue_url, "MessageBody": ANY, "DelaySeconds": 119},
         )
         armed = Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, NOW + timedelta(seconds=120.9), NOW)
-    assert armed is Armed.QUEUE
+    assert armed == Armed(Origin.QUEUE)
 
 
 def test_a_wake_in_the_past_is_sent_without_delay(settings: Settings) -> None:
@@ -92,7 +92,7 @@ def test_a_far_wake_is_one_schedule_a_lead_early_in_utc_deleted_after_completion
             },
         )
         armed = Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, due, NOW)
-    assert armed is Armed.NEW_SCHEDULE
+    assert armed == Armed(Origin.SCHEDULE, new_schedule=True)
 
 
 def test_an_existing_schedule_is_replaced_whole(settings: Settings) -> None:
@@ -101,7 +101,7 @@ def test_an_existing_schedule_is_replaced_whole(settings: Settings) -> None:
         stub.add_client_error("create_schedule", "ConflictException", http_status_code=409)
         stub.add_response("update_schedule", {"ScheduleArn": "arn:x"}, None)
         armed = Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, NOW + timedelta(days=3), NOW)
-    assert armed is Armed.SCHEDULE  # another request's schedule, replaced: the registration re-reads
+    assert armed == Armed(Origin.SCHEDULE)  # another request's schedule, replaced: the registration re-reads
 
 
 def test_a_schedule_being_replaced_is_updated_without_a_create_first(settings: Settings) -> None:
@@ -111,7 +111,7 @@ def test_a_schedule_being_replaced_is_updated_without_a_create_first(settings: S
         armed = Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(
             TRIGGER, NOW + timedelta(days=3), NOW, replacing=True
         )
-    assert armed is Armed.SCHEDULE
+    assert armed == Armed(Origin.SCHEDULE)
 
 
 def test_a_schedule_expected_but_gone_is_created(settings: Settings) -> None:
@@ -122,7 +122,7 @@ def test_a_schedule_expected_but_gone_is_created(settings: Settings) -> None:
         armed = Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(
             TRIGGER, NOW + timedelta(days=3), NOW, replacing=True
         )
-    assert armed is Armed.NEW_SCHEDULE
+    assert armed == Armed(Origin.SCHEDULE, new_schedule=True)
 
 
 @pytest.mark.parametrize("replacing", [False, True])
@@ -167,7 +167,7 @@ def test_the_schedule_carries_the_trigger_to_the_caller(settings: Settings) -> N
     assert json.loads(target["Input"]) == {"instance_id": TRIGGER.instance_id, "reg": "reg1", "attempt": 0}
 
 
-def arrival(settings: Settings, due: datetime) -> tuple[Armed, datetime]:
+def arrival(settings: Settings, due: datetime) -> tuple[Origin, datetime]:
     """How `arm()` sends a trigger for `due` at NOW, and when the trigger is set to arrive: the
     schedule's `at()` (whole seconds, UTC), or NOW plus the SQS message's delay."""
     sqs, scheduler = clients()
@@ -178,13 +178,13 @@ def arrival(settings: Settings, due: datetime) -> tuple[Armed, datetime]:
     )
     with stubbed(sqs) as sqs_stub, stubbed(scheduler) as scheduler_stub:
         way = Triggers(settings, sqs, scheduler, clock=lambda: NOW).route(due, NOW)
-        if way is Armed.QUEUE:
+        if way is Origin.QUEUE:
             sqs_stub.add_response("send_message", {"MessageId": "m"}, None)
         else:
             scheduler_stub.add_response("create_schedule", {"ScheduleArn": "arn:x"}, None)
         armed = Triggers(settings, sqs, scheduler, clock=lambda: NOW).arm(TRIGGER, due, NOW)
-        assert armed is (Armed.NEW_SCHEDULE if way is Armed.SCHEDULE else way)  # the instance had none
-    if way is Armed.QUEUE:
+        assert armed == Armed(way, new_schedule=way is Origin.SCHEDULE)  # the instance had none
+    if way is Origin.QUEUE:
         return way, NOW + timedelta(seconds=sent["DelaySeconds"])
     expression = sent["ScheduleExpression"]
     assert sent["ScheduleExpressionTimezone"] == "UTC"
@@ -206,7 +206,7 @@ def test_nothing_is_ever_scheduled_in_the_past(horizon_s: str, lead_s: str, seco
     way, arrives = arrival(settings, due)
     # then a schedule's at() is safely in the future (AWS refuses one in the past), and no trigger
     # is set to arrive after the wake's time
-    if way is Armed.SCHEDULE:
+    if way is Origin.SCHEDULE:
         assert arrives > NOW + timedelta(seconds=1)
     assert arrives <= max(due, NOW)
 
@@ -248,7 +248,7 @@ def test_a_client_is_made_on_first_use_once_however_many_threads_need_it(
     # and a far wake makes the Scheduler's
     with stubbed(scheduler) as stub:
         stub.add_response("create_schedule", {"ScheduleArn": "arn:aws:scheduler:us-east-1:1:schedule/g/x"})
-        assert triggers.arm(TRIGGER, NOW + timedelta(days=1), NOW) is Armed.NEW_SCHEDULE
+        assert triggers.arm(TRIGGER, NOW + timedelta(days=1), NOW) == Armed(Origin.SCHEDULE, new_schedule=True)
     assert made == ["sqs", "scheduler"]
 
 

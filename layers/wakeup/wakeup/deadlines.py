@@ -8,6 +8,8 @@ The caller checks these against the time its invocation has left and the lease i
 
 from dataclasses import dataclass
 
+from wakeup.arrival import EARLY_REARM_S
+
 # botocore's standard retry mode waits `rand * min(scale * 2^(n-1), 20)` s after the n-th failed
 # attempt, the scale 1 s for a throttle (its largest) ("Retries", Boto3 guide:
 # https://boto3.amazonaws.com/v1/documentation/api/latest/guide/retries.html; the formula is
@@ -55,14 +57,6 @@ AWS_REQUEST = RequestBudget(connect_s=1.0, read_s=2.0, attempts=2)
 # https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars.html); no page states their
 # error, so this margin is an assumption (docs/architecture.md, "Delivering within the lease").
 CLOCK_MARGIN_S = 1.0
-# How far an execution environment's clock may be ahead of the true time, at most. AWS documents no
-# bound for Lambda's clock; Lambda runs on EC2, whose Amazon Time Sync Service keeps an instance's
-# clock within a millisecond or two of UTC ("Set the time for your EC2 instance", EC2 user guide:
-# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/set-time.html): an assumption, five times
-# that (docs/faults.md, "Clocks"). The caller calls once its own clock reads a wake's time plus
-# this, so that a clock this far ahead still calls no earlier than the wake's time; the fault
-# matrix skews each environment's clock by up to this, either way.
-CLOCK_ERROR_S = 0.010
 # What the claim's write and the signing keys (cached in a warm caller) take before a call.
 CLAIM_TO_CALL_S = 1.0
 
@@ -80,16 +74,15 @@ def shortest_lease_s(call_timeout_s: float) -> float:
 
 
 # The caller's own timeout: template.yaml's CallerFunction `Timeout` (tests/template holds the two
-# equal). A claim is taken up to `CLAIM_AHEAD_S` before its wake's time (`wakeup.logic.delivery`'s
-# EARLY_REARM_S, held equal by a test), the moment left waited out after it.
+# equal). A claim is taken up to `EARLY_REARM_S` before its wake's time, the moment left waited out
+# after it (`wakeup.logic.delivery`).
 CALLER_TIMEOUT_S = 30.0
-CLAIM_AHEAD_S = 2.0
 
 
 def time_to_claim_s(call_timeout_s: float) -> float:
     """What an invocation needs left to claim a call: the claim's write, the moment before the
     wake's time, the call and its outcome's write, each request at its longest."""
-    return AWS_REQUEST.worst_s + CLAIM_AHEAD_S + call_timeout_s + AWS_REQUEST.worst_s
+    return AWS_REQUEST.worst_s + EARLY_REARM_S + call_timeout_s + AWS_REQUEST.worst_s
 
 
 def longest_call_s() -> float:

@@ -2,9 +2,19 @@
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 
 from wakeup.signing import SigningVersions
 from wakeup.tokens import TokenKind
+
+
+class Origin(StrEnum):
+    """Where a trigger came from, in one vocabulary: which way it was armed (`Triggers.route`), what
+    the caller was handed, and what a call's history says delivered it."""
+
+    QUEUE = "queue"  # a (delayed) SQS message
+    SCHEDULE = "schedule"  # the instance's one-time schedule
+    SWEEPER = "sweeper"  # a message the sweeper sent (a lost trigger re-armed); a trigger carries it
 
 
 @dataclass(frozen=True)
@@ -70,8 +80,8 @@ class Trigger:
     instance_id: str
     reg: str
     attempt: int
-    # "sweeper" for a trigger the sweeper re-armed (kept in the call's history); not part of its identity.
-    origin: str | None = field(default=None, compare=False)
+    # `Origin.SWEEPER` for a trigger the sweeper re-armed (kept in the call's history); not part of its identity.
+    origin: Origin | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,6 @@ class CallRecord:
     duration_ms: int
     status: int | None
     error: str | None
-    # What delivered the trigger: "queue", "schedule" or "sweeper".
-    trigger: str
+    # What delivered the trigger.
+    trigger: Origin
     webhook_id: str

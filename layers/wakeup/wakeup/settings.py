@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from wakeup.addresses import AddressPolicy, parse_networks, parse_ports
+from wakeup.arrival import SQS_MAX_DELAY_S
 from wakeup.deadlines import CALLER_TIMEOUT_S, longest_call_s, shortest_lease_s
 
-SQS_MAX_DELAY_S = 900
 # Scheduler fires within its minute; a lead beyond two minutes only wastes the SQS delay after it.
 MAX_SCHEDULE_LEAD_S = 120
 # An account's requests are counted on one item, and one partition takes 1,000 write units a second

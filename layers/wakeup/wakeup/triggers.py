@@ -1,59 +1,75 @@
 """Arming a registration: an SQS message for a near wake, a one-time schedule for a far one.
 
+A trigger's wire format is written here, both ways: `message_body` writes what a message or a
+schedule carries, `parse_trigger` reads it back in the caller.
+
 A trigger only says "look at this registration now"; the table decides whether a call is owed, so
 a trigger that arrives twice, late or for a replaced registration does no harm.
 """
 
 import json
-import math
 import threading
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from wakeup import aws, times
-from wakeup.model import Trigger
-from wakeup.settings import SQS_MAX_DELAY_S, Settings
+from wakeup.arrival import SCHEDULE_SAFETY_S, SQS_MAX_DELAY_S, queue_delay_s
+from wakeup.model import Origin, Trigger
+from wakeup.settings import Settings
 
-# A schedule's time must be safely in the future when it is created: AWS refuses `at()` in the
-# past, and one a moment away could pass before the request lands.
-SCHEDULE_SAFETY_S = 2
-# A message arrives this many whole seconds (and a fraction) before its time, not just the fraction
-# that whole-second delays leave: at a busy second, receiving it, invoking the caller and claiming
-# the registration all happen before the time, which the caller then waits out.
-QUEUE_LEAD_S = 1
 # Scheduler's own retries of a failed invocation, and for how long, before its dead-letter queue.
 SCHEDULE_RETRY = {"MaximumRetryAttempts": 10, "MaximumEventAgeInSeconds": 3600}
+
+
+class InvalidTriggerError(ValueError):
+    """Raised when a message or a schedule's input is not a trigger this service wrote."""
 
 
 class ScheduleContentionError(RuntimeError):
     """Raised when the instance's schedule was created and removed under us round after round."""
 
 
-class Armed(StrEnum):
-    """Which way a trigger went: an SQS message, or the instance's one schedule (`route` tells
-    which way a trigger would go; `arm` also tells a schedule created from one replaced)."""
+@dataclass(frozen=True)
+class Armed:
+    """Which way `arm` sent a trigger (`Origin.QUEUE` or `Origin.SCHEDULE`, as `route` tells), and
+    whether its schedule was created where the instance had none at that moment: no other request's
+    schedule was replaced."""
 
-    QUEUE = "queue"
-    SCHEDULE = "schedule"
-    # Created where the instance had none at that moment: no other request's schedule was replaced.
-    NEW_SCHEDULE = "new schedule"
+    way: Origin
+    new_schedule: bool = False
 
 
 def message_body(trigger: Trigger) -> str:
     """A trigger as a message or a schedule carries it (its origin only when it has one)."""
     # Its fields read one by one, not by `asdict`, which deep-copies each value (plain strings and
-    # numbers here) and took half the time of a wake's message (the simulator sends millions).
+    # numbers here, nothing to copy) on every message (docs/benchmark.md, "Figures behind the code's choices").
     body: dict[str, Any] = {}
     for field in fields(trigger):
         value = getattr(trigger, field.name)
         if value is not None:
             body[field.name] = value
     return json.dumps(body)
+
+
+# An origin a trigger may carry, by its name on the wire (another is ignored, as it always was).
+_ORIGINS: dict[Any, Origin] = {origin.value: origin for origin in Origin}
+
+
+def parse_trigger(payload: Any) -> Trigger:
+    """The trigger in a message body or a schedule's input (a JSON object already decoded)."""
+    if not isinstance(payload, dict):
+        raise InvalidTriggerError("a trigger is a JSON object")
+    instance_id, reg, attempt = payload.get("instance_id"), payload.get("reg"), payload.get("attempt")
+    if not isinstance(instance_id, str) or not instance_id or not isinstance(reg, str) or not reg:
+        raise InvalidTriggerError("a trigger names an instance_id and a reg")
+    if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 0:
+        raise InvalidTriggerError("a trigger's attempt is a whole number from 0")
+    origin = payload.get("origin")
+    return Trigger(instance_id=instance_id, reg=reg, attempt=attempt, origin=_ORIGINS.get(origin))
 
 
 def schedule_name(instance_id: str) -> str:
@@ -65,8 +81,8 @@ class Triggers:
     """Sends triggers through SQS and EventBridge Scheduler, with clients given or made on first use.
 
     Made when first needed, not with the triggers: most requests and invocations need one of the
-    two or neither (an instance's registration, a near wake's, a delivered wake), and a client takes
-    8 ms of a cold start's CPU, the first of a service's more. Made once: a caller's threads may all
+    two or neither (an instance's registration, a near wake's, a delivered wake), and making a
+    client is a cold start's CPU, the first one more than the next. Made once: a caller's threads may all
     need one at once (`aws.client` makes one at a time, as boto3 needs).
     """
 
@@ -107,30 +123,31 @@ class Triggers:
                     client = self._clients[service] = aws.client(service)
         return client
 
-    def route(self, due: datetime, now: datetime) -> Armed:
+    def route(self, due: datetime, now: datetime) -> Origin:
         """Which way a trigger for `due` goes: SQS within the horizon, Scheduler beyond it."""
         wait = (due - now).total_seconds()
         fire = wait - self.settings.schedule_lead_s
         if wait <= self.settings.sqs_horizon_s or (wait <= SQS_MAX_DELAY_S and fire < SCHEDULE_SAFETY_S):
-            return Armed.QUEUE
-        return Armed.SCHEDULE
+            return Origin.QUEUE
+        return Origin.SCHEDULE
 
     def arm(self, trigger: Trigger, due: datetime, now: datetime, *, replacing: bool = False) -> Armed:
         """Arms `trigger` to arrive just before `due` (never after it, when AWS keeps time);
         `replacing`: the instance has a schedule already, most likely (`schedule`)."""
         way = self.route(due, now)
-        if way is Armed.QUEUE:
+        if way is Origin.QUEUE:
             # The delay counts from the moment of sending: a request slowed under load must not
             # add its own lateness to the wake's.
             self.send(trigger, delay_s=(due - self.clock()).total_seconds())
-            return way
+            return Armed(way)
         created = self.schedule(trigger, due - timedelta(seconds=self.settings.schedule_lead_s), replacing=replacing)
-        return Armed.NEW_SCHEDULE if created else Armed.SCHEDULE
+        return Armed(way, new_schedule=created)
 
     def send(self, trigger: Trigger, delay_s: float) -> None:
         """An SQS message delayed by whole seconds, so it arrives one to two seconds before its time."""
-        delay = min(max(math.floor(delay_s) - QUEUE_LEAD_S, 0), SQS_MAX_DELAY_S)
-        self.sqs.send_message(QueueUrl=self.settings.queue_url, MessageBody=message_body(trigger), DelaySeconds=delay)
+        self.sqs.send_message(
+            QueueUrl=self.settings.queue_url, MessageBody=message_body(trigger), DelaySeconds=queue_delay_s(delay_s)
+        )
 
     def schedule(self, trigger: Trigger, fire_at: datetime, *, replacing: bool = False) -> bool:
         """Creates or replaces the instance's one-time schedule (an update replaces every field);

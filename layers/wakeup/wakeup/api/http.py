@@ -7,7 +7,8 @@ raise and never build an error reply themselves.
 import base64
 import json
 import re
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import TypeVar
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
@@ -46,7 +47,7 @@ Body = TypeVar("Body", bound=BaseModel)
 
 
 def json_response(
-    status: int, body: dict[str, Any] | None = None, headers: dict[str, str] | None = None
+    status: int, body: Mapping[str, object] | None = None, headers: dict[str, str] | None = None
 ) -> Response[str]:
     """A reply with a JSON body, or none at all (204)."""
     if body is None:

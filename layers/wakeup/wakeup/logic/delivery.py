@@ -47,33 +47,23 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
 from wakeup import times
-from wakeup.deadlines import AWS_REQUEST, CLOCK_ERROR_S, lease_needed_s, time_to_claim_s
+from wakeup.arrival import CLOCK_ERROR_S, EARLY_REARM_S, QUEUE_LEAD_S
+from wakeup.deadlines import AWS_REQUEST, lease_needed_s, time_to_claim_s
 from wakeup.errors import UnavailableError
 from wakeup.host_call import CallOutcome, call_wake
 from wakeup.logic import retry
 from wakeup.logic.outcomes import Outcomes
 from wakeup.logic.wakes import stands, trigger_for
-from wakeup.model import CallRecord, Instance, Trigger
+from wakeup.model import CallRecord, Instance, Origin, Trigger
 from wakeup.observability import Metric, logger, metrics
 from wakeup.settings import Settings
 from wakeup.signing import SigningKeys, SigningVersions, WakeId, signed_headers
 from wakeup.table import Store
 from wakeup.times import epoch_ms
-from wakeup.triggers import QUEUE_LEAD_S, Triggers
+from wakeup.triggers import Triggers
 
-# A trigger arriving more than this before its time is armed again rather than waited for here;
-# one armed through SQS arrives up to QUEUE_LEAD_S and a second early (delays are whole seconds).
-EARLY_REARM_S = float(QUEUE_LEAD_S + 1)
 # `lastError` of an attempt not made because its call could not be signed (the account reads it).
 NOT_SIGNED = "not called: the service could not sign the call"
-
-
-class Source(StrEnum):
-    """Where a trigger came from: a (delayed) SQS message, or the instance's one-time schedule."""
-
-    QUEUE = "queue"
-    SCHEDULE = "schedule"
-    SWEEPER = "sweeper"  # a message the sweeper sent (a lost trigger re-armed)
 
 
 class Result(StrEnum):
@@ -101,28 +91,9 @@ class Delivery:
     refused: bool = False
 
 
-class InvalidTriggerError(ValueError):
-    """Raised when a message or a schedule's input is not a trigger this service wrote."""
-
-
 class OutOfTimeError(RuntimeError):
     """Raised when the invocation has no time left even to send a trigger again: the record fails,
     so its message comes back (or Lambda retries the schedule's event)."""
-
-
-def parse_trigger(payload: Any) -> Trigger:
-    """The trigger in a message body or a schedule's input (a JSON object already decoded)."""
-    if not isinstance(payload, dict):
-        raise InvalidTriggerError("a trigger is a JSON object")
-    instance_id, reg, attempt = payload.get("instance_id"), payload.get("reg"), payload.get("attempt")
-    if not isinstance(instance_id, str) or not instance_id or not isinstance(reg, str) or not reg:
-        raise InvalidTriggerError("a trigger names an instance_id and a reg")
-    if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 0:
-        raise InvalidTriggerError("a trigger's attempt is a whole number from 0")
-    origin = payload.get("origin")
-    return Trigger(
-        instance_id=instance_id, reg=reg, attempt=attempt, origin=origin if isinstance(origin, str) else None
-    )
 
 
 def host_of(url: str) -> str:
@@ -151,10 +122,10 @@ class Caller:
     # Seconds the invocation has left (Lambda's `context.get_remaining_time_in_millis`); None: no limit.
     time_left_s: Callable[[], float] | None = None
 
-    def deliver(self, trigger: Trigger, source: Source) -> Delivery:
+    def deliver(self, trigger: Trigger, source: Origin) -> Delivery:
         """Does what `trigger` asks for now; see the module's docstring for the steps."""
         now = self.clock()
-        if source is Source.SCHEDULE:
+        if source is Origin.SCHEDULE:
             early = self._early_schedule(trigger, now)
             if early is not None:
                 return early
@@ -194,7 +165,7 @@ class Caller:
             return self._defer(trigger, delay_s=lease_left_s, why="too little of the lease left to call")
         if not self._outcomes.has_time(call_s + AWS_REQUEST.worst_s):
             return self._defer(trigger, delay_s=lease_left_s, why="no time left to call")
-        origin = Source.SWEEPER if trigger.origin == Source.SWEEPER.value else source
+        origin = Origin.SWEEPER if trigger.origin is Origin.SWEEPER else source
         return self._call(trigger, instance, instance.due, keys, origin, lease_until_ms)
 
     def _early_schedule(self, trigger: Trigger, now: datetime) -> Delivery | None:
@@ -203,7 +174,7 @@ class Caller:
         when it is due now, for the claim to take."""
         instance = self.store.get_instance(trigger.instance_id)
         if instance is None or not stands(instance, trigger) or instance.due is None:
-            return self._drop(trigger, Source.SCHEDULE, instance)
+            return self._drop(trigger, Origin.SCHEDULE, instance)
         if (instance.due - now).total_seconds() <= EARLY_REARM_S:
             return None
         return self._rearm_early(trigger, instance, now)
@@ -248,11 +219,11 @@ class Caller:
             self.sleep(max((due - now).total_seconds(), 0.001))
             now = self.clock()
 
-    def _drop(self, trigger: Trigger, source: Source, current: Instance | None) -> Delivery:
+    def _drop(self, trigger: Trigger, source: Origin, current: Instance | None) -> Delivery:
         logger.info("stale trigger dropped", instance_id=trigger.instance_id, source=source.value)
         # The instance's one schedule fired with an older registration's trigger, so the schedule
         # that the newer one set (an update of the same schedule) may be spent with it: arm again.
-        if source is Source.SCHEDULE and current is not None:
+        if source is Origin.SCHEDULE and current is not None:
             wanted = trigger_for(current)
             if wanted is not None and current.due is not None:
                 self.triggers.arm(wanted, current.due, self.clock())
@@ -276,8 +247,7 @@ class Caller:
         assert instance.due is not None  # a pending registration has its next call's time
         self.triggers.arm(trigger, instance.due, now)
         ahead_s = (instance.due - now).total_seconds()
-        # Every far wake's schedule fires early and comes here once: at INFO that line was a fifth of
-        # a far wake's log bytes (docs/scaling.md, "Cost at steady rates"); its "wake called" stays.
+        # A far wake's schedule fires early and comes here once: DEBUG, so its logs are its "wake called" alone.
         logger.debug("early trigger re-armed", instance_id=trigger.instance_id, due_in_s=round(ahead_s, 3))
         return Delivery(Result.EARLY)
 
@@ -287,7 +257,7 @@ class Caller:
         instance: Instance,
         due: datetime,
         keys: list[bytes],
-        origin: Source,
+        origin: Origin,
         lease_until_ms: int,
     ) -> Delivery:
         host = host_of(instance.url)
@@ -310,7 +280,7 @@ class Caller:
             duration_ms=round((finished - started).total_seconds() * 1000),
             status=outcome.status,
             error=outcome.error,
-            trigger=origin.value,
+            trigger=origin,
             webhook_id=str(wake_id),
         )
         # The outcome before the history item: a caller that dies between the two then loses only

@@ -71,8 +71,8 @@ INVOCATIONS_PER_POLLER = 10
 DEFAULT_START_INVOCATIONS = 5
 DEFAULT_GROWTH_PER_S = 300 / 60
 # A receive returns at most 10 messages; without a batching window a batch is whatever one receive
-# returns, which the simulator measured at 5.7 a batch in a burst (docs/scaling.md, "Batches fill
-# only with a batching window"): without a window a batch is counted as half the batch size.
+# returns, which in a burst falls short of full (docs/scaling.md, "Batches fill only with a
+# batching window"): without a window a batch is counted as half the batch size.
 UNWINDOWED_BATCH_SHARE = 0.5
 
 
@@ -100,8 +100,8 @@ class PlannerSettings(BaseModel):
     after_s: int = Field(60, alias="WAKEUP_PLANNER_AFTER_S", ge=0, le=3600)
     # A burst's hosts may still be registering when its pollers must be raised (an update applies
     # only after `update_delay_s`): it gets the pollers for this many times the wakes seen, within
-    # `max_pollers`. The simulator: 10,000 near wakes registered over the 10 minutes before their
-    # second, a quarter of them seen in time, p99 1.27 s with 1, 0.07 s with 4 (docs/operations.md).
+    # `max_pollers`: a burst registered over the minutes before its second is only partly seen in
+    # time, and the default is what the simulator found keeps it on time (docs/operations.md).
     headroom: float = Field(4.0, alias="WAKEUP_PLANNER_HEADROOM", ge=1, le=100)
     # How late Lambda's default scaling may leave a second's wakes before it counts as a burst.
     tolerance_s: float = Field(1.0, alias="WAKEUP_PLANNER_TOLERANCE_S", ge=0, le=60)

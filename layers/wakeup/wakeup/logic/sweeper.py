@@ -14,16 +14,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from wakeup.errors import UnavailableError
 from wakeup.logic.wakes import trigger_for
-from wakeup.model import Instance
+from wakeup.model import Instance, Origin
 from wakeup.observability import Metric, logger, metrics
 from wakeup.settings import Settings
 from wakeup.table import Store
 from wakeup.table.items import PENDING_SHARDS
 from wakeup.times import epoch_ms, format_time
 from wakeup.triggers import Triggers
-
-# What the history of a call re-armed here says delivered it.
-SWEEPER_ORIGIN = "sweeper"
 
 
 @dataclass(frozen=True)
@@ -85,7 +82,7 @@ def _rearm(store: Store, triggers: Triggers, instance: Instance, now: datetime) 
     # with the caller or a new registration.
     if not store.postpone(trigger, now, now_ms):
         return False
-    triggers.arm(replace(trigger, origin=SWEEPER_ORIGIN), now, now)
+    triggers.arm(replace(trigger, origin=Origin.SWEEPER), now, now)
     logger.warning(
         "overdue wake re-armed",
         instance_id=instance.id,

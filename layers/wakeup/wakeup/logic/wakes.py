@@ -11,10 +11,10 @@ from datetime import datetime
 from botocore.exceptions import BotoCoreError, ClientError
 
 from wakeup.errors import TooManyRequestsError, UnauthorizedError, UnavailableError
-from wakeup.model import Instance, Trigger
+from wakeup.model import Instance, Origin, Trigger
 from wakeup.observability import logger
 from wakeup.table import Store, WakeWindow, WindowFull
-from wakeup.triggers import Armed, ScheduleContentionError, Triggers
+from wakeup.triggers import ScheduleContentionError, Triggers
 
 # How often a writer re-reads after arming a schedule before it leaves the rest to later writers.
 _CONVERGE_ROUNDS = 5
@@ -78,9 +78,9 @@ def register_wake(
         armed = triggers.arm(trigger, at, now, replacing=_likely_scheduled(triggers, previous, now))
         # `previous` is this very registration when the write's reply was lost and botocore's
         # retry found it applied: what it replaced is unknown, so any schedule is removed.
-        if armed is Armed.QUEUE and (previous.reg == reg or _may_have_schedule(previous, now)):
+        if armed.way is Origin.QUEUE and (previous.reg == reg or _may_have_schedule(previous, now)):
             _unschedule(store, triggers, instance_id, now)
-        if armed is Armed.SCHEDULE:
+        if armed.way is Origin.SCHEDULE and not armed.new_schedule:
             converge(store, triggers, instance_id, trigger, now)
     except (ClientError, BotoCoreError, ScheduleContentionError) as exc:
         # The registration stands in the table: the sweeper arms it once it is overdue.
@@ -130,7 +130,7 @@ def _likely_scheduled(triggers: Triggers, previous: Instance, now: datetime) -> 
     """Whether the registration replaced has a schedule, most likely: one beyond the horizon now was
     beyond it when it was armed, and fires later. (A retried write whose reply was lost is its own
     `previous`: what it replaced is unknown, and either guess costs at most a refused request.)"""
-    return previous.pending and previous.due is not None and triggers.route(previous.due, now) is Armed.SCHEDULE
+    return previous.pending and previous.due is not None and triggers.route(previous.due, now) is Origin.SCHEDULE
 
 
 def _may_have_schedule(previous: Instance, now: datetime) -> bool:
@@ -148,7 +148,7 @@ def converge(store: Store, triggers: Triggers, instance_id: str, armed: Trigger 
     went through SQS), so the last writer leaves the schedule right. A removal is read again: the
     schedule removed may have been a newer registration's, armed after the read.
 
-    A request whose schedule was new (`Armed.NEW_SCHEDULE`) has nothing to re-read: a request that
+    A request whose schedule was new (`Armed.new_schedule`) has nothing to re-read: a request that
     wrote the table after it arms after its own write, so either after this one's create (and its
     schedule is the one left), or before it, and then the create met that schedule, was refused,
     and became an update, which is re-read; a schedule removed in between is read again by its
@@ -174,6 +174,6 @@ def converge(store: Store, triggers: Triggers, instance_id: str, armed: Trigger 
 def _owed_schedule(triggers: Triggers, current: Instance | None, now: datetime) -> Trigger | None:
     """The trigger the instance's schedule should carry: its pending registration's, beyond the
     horizon; None when no schedule is owed (nothing pending, or its writer sent an SQS message)."""
-    if current is None or current.due is None or triggers.route(current.due, now) is Armed.QUEUE:
+    if current is None or current.due is None or triggers.route(current.due, now) is Origin.QUEUE:
         return None
     return trigger_for(current)

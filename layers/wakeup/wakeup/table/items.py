@@ -12,7 +12,7 @@ from typing import Any
 
 from boto3.dynamodb.types import DYNAMODB_CONTEXT, TypeDeserializer, TypeSerializer
 
-from wakeup.model import Account, CallRecord, Instance, TokenOwner
+from wakeup.model import Account, CallRecord, Instance, Origin, TokenOwner
 from wakeup.signing import SigningVersions
 from wakeup.times import format_time, parse_stored
 from wakeup.tokens import TokenKind
@@ -225,7 +225,7 @@ def call_item(call: CallRecord) -> Item:
         "duration_ms": call.duration_ms,
         "status": call.status,
         "error": call.error,
-        "trigger": call.trigger,
+        "trigger": call.trigger.value,
         "webhook_id": call.webhook_id,
         # DynamoDB's TTL attribute: epoch seconds.
         "expires_at": int((call.started_at + HISTORY_KEEP).timestamp()),
@@ -246,6 +246,6 @@ def call_of(item: Item) -> CallRecord:
         duration_ms=int(item["duration_ms"]),
         status=number("status"),
         error=item.get("error"),
-        trigger=item["trigger"],
+        trigger=Origin(item["trigger"]),
         webhook_id=item["webhook_id"],
     )
