@@ -55,7 +55,7 @@ class Deliveries:
             # lands after the client's next update (a schedule gone, or its time past, refuses it).
             self.faults.note(f"{place} {kind.value}", hit=False)
             lands = engine.now + READ_TIMEOUT_S + self.rng.random() * LATE_APPLY_S
-            engine.spawn(_land, self.faults, method, (), kwargs, when=lands)
+            engine.spawn(_land, self.faults, method, kwargs, when=lands)
             engine.sleep(READ_TIMEOUT_S)
             return method(**kwargs)
 
@@ -95,34 +95,35 @@ def events_twice(faults: FaultInjector, function: Function) -> None:
     function.invoke_async = invoke_async  # type: ignore[method-assign]
 
 
-LATE_WRITES = ("register_wake", "claim_if_due", "record_success", "record_failure", "postpone")
+class LateWrites:
+    """The store's DynamoDB client, whose guarded writes (`UpdateItem`) are now and then applied
+    late: the first attempt times out at the client, botocore's retry applies, and the first
+    attempt lands afterwards, up to `LATE_APPLY_S` later, as it was sent: the very request, its
+    condition and values those of the moment it was sent (a condition that no longer holds
+    refuses it, as DynamoDB would)."""
+
+    def __init__(self, faults: FaultInjector, inner: Any) -> None:
+        self.faults, self.inner = faults, inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def update_item(self, **request: Any) -> Any:
+        place = "dynamodb:UpdateItem"
+        if self.faults.draws(place, (Kind.APPLIES_LATE,)) is None:
+            return self.inner.update_item(**request)
+        self.faults.note(f"{place} {Kind.APPLIES_LATE.value}")
+        lands = self.faults.engine.now + READ_TIMEOUT_S + self.faults.rng.random() * LATE_APPLY_S
+        self.faults.engine.spawn(_land, self.faults, self.inner.update_item, request, when=lands)
+        self.faults.engine.sleep(READ_TIMEOUT_S)  # the first attempt's timeout, then the retry
+        return self.inner.update_item(**request)
 
 
-def late_writes(faults: FaultInjector, store: Any) -> None:
-    """The store's guarded writes (UpdateItem), now and then applied late: the first attempt
-    times out at the client, botocore's retry applies, and the first attempt lands afterwards,
-    up to `LATE_APPLY_S` later, as it was sent."""
-    place = "dynamodb:UpdateItem"
-    for name in LATE_WRITES:
-        inner = getattr(store, name)
-
-        def write(*args: Any, _inner: Callable[..., Any] = inner, **kwargs: Any) -> Any:
-            if faults.draws(place, (Kind.APPLIES_LATE,)) is None:
-                return _inner(*args, **kwargs)
-            faults.note(f"{place} {Kind.APPLIES_LATE.value}")
-            lands = faults.engine.now + READ_TIMEOUT_S + faults.rng.random() * LATE_APPLY_S
-            faults.engine.spawn(_land, faults, _inner, args, kwargs, when=lands)
-            faults.engine.sleep(READ_TIMEOUT_S)  # the first attempt's timeout, then the retry
-            return _inner(*args, **kwargs)
-
-        setattr(store, name, write)
-
-
-def _land(faults: FaultInjector, write: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _land(faults: FaultInjector, write: Callable[..., Any], request: dict[str, Any]) -> None:
     task = getcurrent()
     faults.quiet.add(task)
     try:
-        write(*args, **kwargs)
+        write(**request)
     except Exception:  # noqa: BLE001, S110 (a refused condition: the late write did not apply)
         pass
     finally:

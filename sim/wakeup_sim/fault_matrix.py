@@ -31,7 +31,7 @@ from wakeup.table.registrations import Superseded
 from wakeup.times import epoch_ms
 from wakeup_sim.api_gateway import Registration
 from wakeup_sim.deployment import Deployment, from_template
-from wakeup_sim.fault_hooks import Deliveries, UnprocessedBatches, events_twice, late_writes, stale_reads
+from wakeup_sim.fault_hooks import Deliveries, LateWrites, UnprocessedBatches, events_twice, stale_reads
 from wakeup_sim.faults import (
     ATTEMPTS,
     FUNCTION_TIMEOUT_S,
@@ -170,7 +170,7 @@ def install(
 
     world.caller.call = FaultyHosts(world.caller.call, injector, lease_s, reregister).call
     world.caller.deliver = watch_deliveries(injector, world.caller.deliver)  # type: ignore[method-assign]
-    late_writes(injector, world.store)
+    world.store.client = LateWrites(injector, world.store.client)
     stale_reads(injector, world.store)
     world.store.register_wake = watch_registrations(injector, world.store.register_wake)  # type: ignore[method-assign]
     watch_sweeps(injector, world.store)

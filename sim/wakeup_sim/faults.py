@@ -124,7 +124,7 @@ PLACES: dict[str, tuple[str, tuple[Kind, ...]]] = {
     ),
     "dynamodb:UpdateItem": (
         "MemoryTable.write: register_wake, claim_if_due, record_success, record_failure, postpone"
-        " (applied late: `late_writes` around the same)",
+        " (applied late: `LateWrites`, the same requests re-sent)",
         (*AWS_KINDS, Kind.APPLIES_LATE),
     ),
     "dynamodb:PutItem": ("MemoryTable.write through DynamoStore.record_call: the history's item", AWS_KINDS),

@@ -127,12 +127,14 @@ def test_wakes_past_the_rate_are_refused_and_the_next_window_allows_them_again(e
     assert env.store.register_wake(instance_id, at, "next", window_of(LIMIT, start + timedelta(seconds=60)))
 
 
-def test_the_first_wake_of_a_window_is_one_write_and_nothing_else(endpoint: str) -> None:
+def test_the_first_wake_of_a_window_is_one_read_and_one_write_and_nothing_else(endpoint: str) -> None:
+    # The read is the registration's version (`reg_seq`), the write counts the wake in its window
+    # in the same request that registers it: no request of its own for the count.
     with deployed(endpoint) as env, LostReplyProxy(endpoint) as proxy:
         instance_id = env.new_instance(URL)
         store = DynamoStore(env.settings.table, client=proxy.dynamodb())
         store.register_wake(instance_id, now() + timedelta(hours=1), "first", window_of(LIMIT, now()))
-        assert proxy.seen == ["UpdateItem"]
+        assert proxy.seen == ["GetItem", "UpdateItem"]
 
 
 def test_the_rate_is_per_instance(env: Deployed) -> None:

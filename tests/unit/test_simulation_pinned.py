@@ -15,7 +15,8 @@ from wakeup_sim.scenarios import Scenario, run
 # template.yaml's sizes when the figures were pinned (2026-12-01). p99 re-pinned when a batch came to read
 # its accounts' signing versions once (the delivery code: 0.583981752 before), when the cold start came
 # to source back (issue 36: init unthrottled, 0.041460037 and 0.580492496 before), and when a registration
-# came to read its item before its write and the simulator to run `DynamoStore`'s own writes (issue 37).
+# came to read its item before its write, the simulator to run `DynamoStore`'s own writes and the caller
+# to wait out the clocks' error past a wake's time (issue 37: 0.034550907 and 0.330082417 before).
 SIZES = {
     "caller_memory_mb": 1024,
     "wake_memory_mb": 1769,
@@ -30,6 +31,6 @@ def test_a_small_bursts_figures_are_those_before_the_speed_work() -> None:
     figures = report.figures(run(Scenario("pinned", 1000, levers=SIZES), from_template()))
 
     # then its lateness to the microsecond, and no wake lost or called twice
-    assert figures.p50_s == pytest.approx(0.034550907, abs=1e-6)
-    assert figures.p99_s == pytest.approx(0.330082417, abs=1e-6)
+    assert figures.p50_s == pytest.approx(0.051460028, abs=1e-6)
+    assert figures.p99_s == pytest.approx(0.243259668, abs=1e-6)
     assert (figures.lost, figures.called_twice) == (0, 0)
