@@ -152,7 +152,12 @@ def test_a_burst_registered_ahead_raises_the_mapping_and_the_poller_follows(stac
     # when the planner runs
     planned = run_planner(stack)
     # then it asked for provisioned pollers for that burst ...
-    assert planned["sent"] and planned["plan"] == {"pollers": BURST_POLLERS, "burst_at": second, "peak_wakes": BURST}
+    assert planned["sent"] and planned["plan"] == {
+        "pollers": BURST_POLLERS,
+        "burst_at": second,
+        "peak_wakes": BURST,
+        "coming_at": second,
+    }
     # ... the mapping has them once its update applied, and the poller has their batches ready
     assert settled(stack)["ProvisionedPollerConfig"]["MinimumPollers"] == BURST_POLLERS
     poller_follows(stack, Scaling.provisioned(BURST_POLLERS, 100, function_bound=DEFAULT_CONCURRENCY))

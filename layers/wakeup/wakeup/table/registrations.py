@@ -44,6 +44,11 @@ class WindowFull(Exception):
         self.start = start
 
 
+# The writes of one instance's registrations that may race: its default rate window's 60 and a few
+# (settings.max_wakes_per_window); a client past that is told to retry (503).
+RACING_REGISTRATIONS = 64
+
+
 class Superseded(ConflictError):
     """Raised when a registration may have been written before its reply was lost, and a newer
     one stands now: writing it again could replace the newer one (`Registrations.register_wake`)."""
@@ -103,7 +108,10 @@ class Registrations:
         """
         key = instance_key(instance_id)
         seen = self.db.get(key)
-        for _ in range(3):
+        # Each refusal is another registration of this instance landing, whose item the refusal
+        # returns: the next write goes over it. So the loop ends within as many rounds as writers
+        # race it; RACING_REGISTRATIONS covers an instance's whole rate window at its default.
+        for _ in range(RACING_REGISTRATIONS):
             if seen is None or "revoked_at" in seen:
                 return None
             written = self._write_registration(key, seen, at, reg, window)
