@@ -98,9 +98,6 @@ def test_a_burst_with_no_warning_loses_no_wake_and_is_late() -> None:
     assert figures.p99_s > 1.0
 
 
-# The simulator's cold start at 128 MB is 5.9 s until its init model is corrected (issue 36, the
-# sim branch): without the planner's memory flips these fail on that model alone.
-@pytest.mark.xfail(reason="needs the simulator's unthrottled init (issue 36, sim branch)", strict=False)
 @pytest.mark.parametrize("over_s", [1800.0, 600.0])
 def test_a_burst_registered_over_the_minutes_before_it_is_on_time_with_the_planner(over_s: float) -> None:
     # given an idle stack and hosts registering over the half hour (far, then near) or the 10
