@@ -7,10 +7,12 @@ from typing import Any
 
 import pytest
 from api_reply import Reply
+from botocore.exceptions import ClientError
 from moto_env import Deployed, LambdaContext, imported_handler
 from sample_events import LIST_INSTANCES, REGISTER_INSTANCE, api_event
 
 from wakeup.logic.accounts import mint_account, revoke_account, rotate_token
+from wakeup.table import DynamoStore
 from wakeup.times import now
 from wakeup.tokens import TokenKind, hash_token, is_token, mint
 
@@ -113,3 +115,38 @@ def test_a_revoked_or_unknown_account_is_not_rotated(env: Deployed, minted: tupl
 
     assert rotate_token(env.store, account_id, OVERLAP) is None
     assert rotate_token(env.store, "0b7e1f0e-6f43-4c5e-9d55-3b1f6d3c2a10", OVERLAP) is None
+
+
+class ConflictsOnce:
+    """A DynamoDB client whose first transaction is cancelled for a concurrent one on the same item,
+    as DynamoDB cancels it (a reason `TransactionConflict` for the item in conflict)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.conflicts = 1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    def transact_write_items(self, **request: Any) -> Any:
+        if self.conflicts:
+            self.conflicts -= 1
+            reasons = [{"Code": "TransactionConflict"}] + [{"Code": "None"}] * (len(request["TransactItems"]) - 1)
+            raise ClientError(
+                {"Error": {"Code": "TransactionCanceledException"}, "CancellationReasons": reasons},
+                "TransactWriteItems",
+            )
+        return self.client.transact_write_items(**request)
+
+
+def test_a_rotation_cancelled_by_a_concurrent_transaction_is_tried_again(
+    env: Deployed, minted: tuple[str, str]
+) -> None:
+    account_id, old = minted
+    conflicting = ConflictsOnce(env.clients.dynamodb)
+
+    rotated = rotate_token(DynamoStore(env.settings.table, conflicting), account_id, OVERLAP)
+
+    assert conflicting.conflicts == 0
+    assert rotated is not None
+    assert listed(rotated[1]).status == 200

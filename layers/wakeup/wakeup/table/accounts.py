@@ -25,12 +25,16 @@ from wakeup.table.items import (
     token_item,
     token_key,
 )
-from wakeup.table.mechanics import Table, condition_failed
+from wakeup.table.mechanics import Table, cancellation_reasons, condition_failed
 from wakeup.times import format_time
 from wakeup.tokens import TokenKind
 
 # How often a revocation reads the account again when a rotation changed its token meanwhile.
 _REVOKE_ATTEMPTS = 3
+# How often a rotation is tried again when DynamoDB cancels it for a concurrent transaction on the
+# account's item: a reason `TransactionConflict` ("TransactWriteItems" in the DynamoDB API reference:
+# https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html).
+_ROTATE_ATTEMPTS = 3
 
 
 class Accounts:
@@ -120,9 +124,27 @@ class Accounts:
         within days, and until then reads still return it, "Working with expired items" in the
         DynamoDB developer guide: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ttl-expired-items.html).
         """
-        item = self.db.get(account_key(account_id))
-        if item is None or "revoked_at" in item:
-            return None
+        for _ in range(_ROTATE_ATTEMPTS):
+            item = self.db.get(account_key(account_id))
+            if item is None or "revoked_at" in item:
+                return None
+            actions = self._rotation(account_id, item, token_hash, previous_until)
+            try:
+                self.db.client.transact_write_items(TransactItems=actions)
+            except ClientError as exc:
+                if aws.error_code(exc) != "TransactionCanceledException":
+                    raise
+                reasons = cancellation_reasons(exc, len(actions))
+                if not any(reason.get("Code") == "TransactionConflict" for reason in reasons):
+                    return None  # a condition refused it: revoked, or rotated meanwhile
+                # Another transaction on the account's item at that moment (a registration counting
+                # an instance): DynamoDB cancelled this one, and the same rotation may be tried again.
+                continue
+            return self.get_account(account_id)
+        raise UnavailableError("the account was busy with other changes while its token was rotated: rotate again")
+
+    def _rotation(self, account_id: str, item: Item, token_hash: str, previous_until: datetime) -> list[dict[str, Any]]:
+        """The transaction's actions that rotate the account (as read: `item`) to `token_hash`."""
         current, older = item["token_hash"], item.get("token_previous")
         until = format_time(previous_until)
         actions: list[dict[str, Any]] = [
@@ -152,13 +174,7 @@ class Accounts:
         ]
         if older is not None and older != current:
             actions.append({"Delete": {"TableName": self.db.table, "Key": dump({"pk": token_key(older)})}})
-        try:
-            self.db.client.transact_write_items(TransactItems=actions)
-        except ClientError as exc:
-            if aws.error_code(exc) == "TransactionCanceledException":
-                return None
-            raise
-        return self.get_account(account_id)
+        return actions
 
     def set_account_limit(self, account_id: str, max_instances: int | None) -> Account | None:
         """Sets the account's own limit of instances (None: the service's default again); None
