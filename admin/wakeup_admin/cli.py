@@ -94,26 +94,23 @@ def _parser() -> argparse.ArgumentParser:
     accounts.add_parser("revoke", help="revoke an account and its instances' tokens").add_argument(
         "id", help="the account's id (accounts list)"
     )
-    rotate_token_ = accounts.add_parser(
-        "rotate-token", help="a new account token; the old one keeps working for the overlap, then is refused"
-    )
-    rotate_token_.add_argument("id", help="the account's id (accounts list)")
-    rotate_token_.add_argument(
-        "--overlap",
-        type=_duration,
-        default=_duration(DEFAULT_OVERLAP),
-        help=f"how long the old token works beside the new one: 0, 90s, 30m, 24h, 7d (default {DEFAULT_OVERLAP})",
-    )
-    rotate = accounts.add_parser(
-        "rotate-signing-secret", help="a new signing secret; the old one keeps signing for the overlap"
-    )
-    rotate.add_argument("id", help="the account's id (accounts list)")
-    rotate.add_argument(
-        "--overlap",
-        type=_duration,
-        default=_duration(DEFAULT_OVERLAP),
-        help=f"how long the old secret keeps signing beside the new one: 90s, 30m, 24h, 7d (default {DEFAULT_OVERLAP})",
-    )
+    for name, what, kept in (
+        (
+            "rotate-token",
+            "a new account token; the old one keeps working for the overlap, then is refused",
+            "how long the old token works beside the new one: 0, 90s, 30m, 24h, 7d",
+        ),
+        (
+            "rotate-signing-secret",
+            "a new signing secret; the old one keeps signing for the overlap",
+            "how long the old secret keeps signing beside the new one: 90s, 30m, 24h, 7d",
+        ),
+    ):
+        rotation = accounts.add_parser(name, help=what)
+        rotation.add_argument("id", help="the account's id (accounts list)")
+        rotation.add_argument(
+            "--overlap", type=_duration, default=_duration(DEFAULT_OVERLAP), help=f"{kept} (default {DEFAULT_OVERLAP})"
+        )
     limit = accounts.add_parser("limit", help="set how many instances an account may hold")
     limit.add_argument("id", help="the account's id (accounts list)")
     chosen = limit.add_mutually_exclusive_group(required=True)
