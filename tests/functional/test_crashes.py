@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+from botocore.exceptions import ClientError
 from faulty import Died, FaultyClient, throttled
 from moto_env import Deployed, Host, LambdaContext, private_handler, serving_host
 from sample_events import sqs_batch
@@ -33,7 +34,7 @@ from wakeup.logic.sweeper import sweep
 from wakeup.logic.wakes import register_wake
 from wakeup.model import Instance, Origin, TokenOwner, Trigger
 from wakeup.table import DynamoStore, Registered
-from wakeup.times import now
+from wakeup.times import epoch_ms, now
 from wakeup.tokens import TokenKind, hash_token, mint
 
 pytestmark = pytest.mark.usefixtures("metrics_namespace")
@@ -346,6 +347,41 @@ def test_a_url_move_while_a_call_holds_its_claim_is_refused_and_lands_once_the_c
         assert isinstance(moved, Registered) and moved.moved_from is not None
         assert swept_at(env, now() + after_the_lease(env)) == []
         assert (len(old.calls), len(new.calls)) == (1, 0)
+
+
+def test_a_delete_refused_for_a_claim_that_ends_before_it_reads_again_is_still_refused(
+    env: Deployed, host: Host
+) -> None:
+    # given: a call that holds its instance's claim, and whose outcome is recorded (the claim
+    # ended) just after the delete's transaction was refused for it, before the delete reads again
+    account = env.store.create_account("test", uuid.uuid4().hex, now())
+    instance = env.store.register_instance(account.id, host.url, uuid.uuid4().hex, now()).instance
+    trigger = env.new_wake(instance.id, now() - timedelta(seconds=1))
+    claim = env.store.claim_if_due(trigger, now_ms=epoch_ms(now()), due_by=now(), lease_ms=30_000)
+    assert claim.claimed
+    real = env.store.client
+
+    class EndsTheClaim:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def transact_write_items(self, **request: Any) -> Any:
+            try:
+                return real.transact_write_items(**request)
+            except ClientError:
+                assert env.store.record_success(trigger, now())
+                raise
+
+    env.store.client = EndsTheClaim()
+    owner = TokenOwner(TokenKind.ACCOUNT, account.id)
+    # when / then: refused for its client to retry, not answered 204 with the instance still there
+    with pytest.raises(UnavailableError):
+        instances.delete(env.store, env.triggers, owner, instance.id, now())
+    env.store.client = real
+    assert env.store.get_instance(instance.id) is not None
+    # and the retry deletes it
+    instances.delete(env.store, env.triggers, owner, instance.id, now())
+    assert env.store.get_instance(instance.id) is None
 
 
 def during_the_call(host: Host, change: Callable[[], object]) -> threading.Thread:

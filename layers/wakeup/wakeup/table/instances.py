@@ -240,10 +240,11 @@ class Instances:
                 raise
             if cancellation_reasons(exc, 3)[0].get("Code") != "ConditionalCheckFailed":
                 raise UnavailableError("the instance could not be deleted for writes racing it; retry") from exc
-            # Refused for a call's live claim, or gone: read again to tell which.
+            # Refused for a call's live claim, or gone: read again to tell which. One still there
+            # was not deleted, though its claim may have ended since the refusal: retry.
             standing = self.db.get(instance_key(instance.id))
-            if standing is not None and "claim_until" in standing:
-                raise call_under_way(int(standing["claim_until"]), now) from exc
+            if standing is not None:
+                raise call_under_way(int(standing.get("claim_until", 0)), now) from exc
             # The instance is gone: deleted by this very transaction when its reply was lost and
             # botocore retried it, or by another request meanwhile. Either way what was asked
             # holds, as it would without the loss. (AWS would answer the retry itself with success:
