@@ -106,7 +106,7 @@ class _Races:
         self.watch = RaceWatch()
         self.account = TokenOwner(TokenKind.ACCOUNT, world.account_id)
         self.moves = 0
-        self.under_way: dict[str, int] = {}  # instance -> its route requests under way
+        self.under_way: set[str] = set()  # instances a route request is under way for
         self.route_tasks: set[Any] = set()
         # The order in which registrations and moves applied: a move forgets the registrations
         # applied before it, whenever their 2xx comes.
@@ -217,7 +217,7 @@ class _Races:
             return
         delete = self.race is Race.DELETE or (self.race is Race.CONFLICT and self.rng.random() < 0.5)
         self.injector.injected[f"race: {'delete' if delete else 'move'} during a call"] += 1
-        self.under_way[instance_id] = 1
+        self.under_way.add(instance_id)
         self.route_tasks.add(getcurrent())
         try:
             if delete:
@@ -238,7 +238,7 @@ class _Races:
             if acked is not None and self._forgotten(instance_id, acked[1]):
                 del self.injector.watch.acked[instance_id]  # the move forgot it
         finally:
-            del self.under_way[instance_id]
+            self.under_way.discard(instance_id)
             self.route_tasks.discard(getcurrent())
         # The moved host registers its next wake (a move leaves none).
         now = self.engine.now
