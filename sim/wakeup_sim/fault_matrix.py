@@ -30,6 +30,7 @@ from wakeup.settings import SettingsError, load_settings
 from wakeup.table.items import instance_key, pending_shard
 from wakeup.table.registrations import Superseded
 from wakeup.times import epoch_ms
+from wakeup_sim import fault_races
 from wakeup_sim.api_gateway import Registration
 from wakeup_sim.deployment import Deployment, from_template
 from wakeup_sim.fault_hooks import Deliveries, LateWrites, UnprocessedBatches, events_twice, stale_reads
@@ -116,6 +117,9 @@ class Row:
     injects_timeouts: bool = False  # the row injects a Lambda timeout (else reaching one fails it)
     new_ids: int = 0  # repeats with another webhook-id than the 2xx they repeat: a host cannot drop them
     seed: int = 0
+    # Calls started after their instance's delete (or to its old URL after its move) was answered
+    # 2xx, and instance routes refused for good (`wakeup_sim.fault_races`).
+    routes_broken: int = 0
 
     @property
     def ok(self) -> bool:
@@ -128,6 +132,7 @@ class Row:
             or self.inconsistent
             or self.unexplained
             or self.new_ids
+            or self.routes_broken
             or uninjected_timeouts
         )
 
@@ -237,6 +242,7 @@ def run_row(
         world = World(deployment, start=T0, seed=seed)
         by_id: dict[str, Wake] = {}
         injector = install(world, faults, rate, seed, by_id)
+        races = faults.arm(world, injector, by_id) if isinstance(faults, fault_races.RaceClass) else None
         made = world.instances(wakes)
         by_id.update((wake.instance_id, wake) for wake in made)
         rng = random.Random(seed)
@@ -273,7 +279,7 @@ def run_row(
         world.engine.run(last + SETTLE_S)
         while world.engine.now < last + MAX_SETTLE_S and any("pending_due" in i for i in world.store.items.values()):
             world.engine.run(world.engine.now + 300.0)
-        return _row(
+        row = _row(
             world,
             injector,
             faults,
@@ -282,6 +288,7 @@ def run_row(
             cpu_s=time.process_time() - started,
             seed=seed,
         )
+        return dataclasses.replace(row, routes_broken=races.broken) if races is not None else row
 
 
 def _again_after_2xx(world: World, wake: Wake, registration: Registration, moves: list[float]) -> None:
@@ -326,7 +333,7 @@ def _row(
     lost = over = inconsistent = 0
     worst: tuple[float, float] = (-math.inf, 0.0)
     for instance_id in made_ids:
-        item = world.store.items[instance_key(instance_id)]
+        item = world.store.items.get(instance_key(instance_id), {})  # {}: deleted (`fault_races`)
         if item.get("claim_until") is not None and int(item["claim_until"]) < now_ms:
             inconsistent += 1  # a claim left past its lease
         if "pending_due" in item and (instance_id, str(item["reg"]), int(item["attempts"])) not in live:
@@ -430,8 +437,8 @@ def swept() -> list[tuple[str, Deployment]]:
 HEADER = (
     "| fault class | rate | wakes | faults injected | lost | concurrent | overlapping | early "
     "| duplicates allowed (caused by) | unexplained (after) | repeats with a new webhook-id "
-    "| recovery s | bound s | over bound | inconsistent | Lambda timeouts |\n"
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    "| recovery s | bound s | over bound | inconsistent | Lambda timeouts | instance routes broken |\n"
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 )
 
 
@@ -454,7 +461,7 @@ def line(row: Row) -> str:
         f"| {row.name} | {row.rate:.0%} | {row.wakes} | {row.injected} | {row.lost} | {row.concurrent} "
         f"| {row.overlapping} | {row.early} | {_causes(row.duplicates, row.causes)} "
         f"| {_causes(row.unexplained, row.unexplained_causes)} | {row.new_ids} | {row.recovery_s:.1f} "
-        f"| {row.bound_s:.1f} | {row.over_bound} | {row.inconsistent} | {timeouts} |"
+        f"| {row.bound_s:.1f} | {row.over_bound} | {row.inconsistent} | {timeouts} | {row.routes_broken} |"
     )
 
 
@@ -485,6 +492,7 @@ def jobs(only: str | None, wakes: int, seed: int, settings: bool = True) -> list
     """The rows: each class at each rate, then the settings sweep. Row i of the whole list runs
     seed + i, whichever rows `only` keeps, so that `--seed S --only X` replays X's rows."""
     every: list[Job] = [(c, rate, wakes, 0, None) for c in CLASSES for rate in RATES]
+    every += [(c, fault_races.RATE, min(wakes, fault_races.WAKES), 0, None) for c in fault_races.CLASSES]
     if settings:
         for label, deployment in swept():
             every.append(

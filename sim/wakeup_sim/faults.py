@@ -167,6 +167,8 @@ PLACES: dict[str, tuple[str, tuple[Kind, ...]]] = {
 # tools, outside the path of a wake (register, deliver, sweep). Their lost replies are
 # tests/functional's (test_lost_replies.py); the planner, when it comes, belongs in PLACES.
 NOT_SIMULATED = {
+    # The instance routes' delete (and the move's UpdateItem) during calls, and their
+    # TransactionConflicts, are the race rows' (`wakeup_sim.fault_races`), not a place of PLACES.
     "dynamodb:TransactWriteItems": "registering, deleting and revoking instances, minting accounts",
     # The planner's reads and its one mapping's update: no wake's delivery depends on them; a planner
     # failing throughout is a scenario of its own (tests/unit/test_simulation_planner.py).

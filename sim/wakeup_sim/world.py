@@ -75,6 +75,7 @@ class Wake:
     url: str
     token_hash: str
     at: float | None = None
+    token: str = ""  # the instance token itself, for the instance routes (its account re-registers it)
 
 
 @dataclass
@@ -190,9 +191,10 @@ class World:
         now = self.engine.clock()
         for index in range(count):
             url = f"{url_prefix}{index}.example"
-            token_hash = hash_token(f"swi_{uuid.UUID(int=self.rng.getrandbits(128)).hex}{index:032d}")
+            token = f"swi_{uuid.UUID(int=self.rng.getrandbits(128)).hex}{index:032d}"
+            token_hash = hash_token(token)
             instance = self.store.register_instance(self.account_id, url, token_hash, now).instance
-            made.append(Wake(instance.id, url, token_hash))
+            made.append(Wake(instance.id, url, token_hash, token=token))
         return made
 
     # -- the functions --------------------------------------------------------------------------

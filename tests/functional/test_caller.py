@@ -250,7 +250,7 @@ def test_a_trigger_for_a_deleted_instance_is_dropped(env: Deployed, caller: Modu
     trigger = env.new_wake(instance_id, now())
     instance = env.store.get_instance(instance_id)
     assert instance is not None
-    env.store.delete_instance(instance)
+    env.store.delete_instance(instance, now())
 
     assert handler(caller, sqs_batch(trigger)) == {"batchItemFailures": []}
     assert wake_host.calls == []

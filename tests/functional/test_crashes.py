@@ -12,6 +12,7 @@ clock that far ahead rather than waited for.
 
 import json
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -19,11 +20,12 @@ from typing import Any
 
 import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+from botocore.exceptions import ClientError
 from faulty import Died, FaultyClient, throttled
 from moto_env import Deployed, Host, LambdaContext, private_handler, serving_host
 from sample_events import sqs_batch
 
-from wakeup.errors import UnauthorizedError
+from wakeup.errors import UnauthorizedError, UnavailableError
 from wakeup.host_call import call_wake
 from wakeup.logic import instances
 from wakeup.logic.accounts import revoke_account
@@ -31,9 +33,9 @@ from wakeup.logic.delivery import Caller, Result
 from wakeup.logic.sweeper import sweep
 from wakeup.logic.wakes import register_wake
 from wakeup.model import Instance, Origin, TokenOwner, Trigger
-from wakeup.table import DynamoStore
-from wakeup.times import now
-from wakeup.tokens import TokenKind
+from wakeup.table import DynamoStore, Registered
+from wakeup.times import epoch_ms, now
+from wakeup.tokens import TokenKind, hash_token, mint
 
 pytestmark = pytest.mark.usefixtures("metrics_namespace")
 
@@ -265,6 +267,121 @@ def test_an_instance_registered_just_before_its_accounts_revocation_is_revoked_t
 
 
 # -- a DELETE or a URL move during a call -------------------------------------------------------
+#
+# While a call holds the instance's claim, both are refused (503, retry): the caller claims before
+# it calls, and calls the URL its claim read, so a change landing between the two would be
+# followed by a call of the deleted wake, or to the old URL (the fault matrix's *race* rows found
+# it). Once the claim has ended (its outcome recorded, or its lease over while a slow host still
+# answers), the change lands, and the call under way records nothing.
+
+
+def past_the_lease(env: Deployed) -> datetime:
+    """A moment at which a claim taken now has ended, though its call may still be under way."""
+    return now() + timedelta(seconds=env.settings.claim_lease_s + 3)
+
+
+def during_the_claims_wait(change: Callable[[], object], answers: list[object]) -> Callable[[float], None]:
+    """The caller's sleep: the first time it waits (after its claim, before its call), `change`
+    is tried; its result or refusal is kept in `answers`."""
+
+    def sleep(seconds: float) -> None:
+        if not answers:
+            try:
+                answers.append(change())
+            except UnavailableError as refused:
+                answers.append(refused)
+        time.sleep(seconds)
+
+    return sleep
+
+
+def test_a_delete_while_a_call_holds_its_claim_is_refused_and_lands_once_the_call_is_recorded(
+    env: Deployed, host: Host
+) -> None:
+    # given: a wake due in a moment, and its account deleting the instance while the caller, its
+    # claim taken, waits out the moment before the call
+    account = env.store.create_account("test", uuid.uuid4().hex, now())
+    instance = env.store.register_instance(account.id, host.url, uuid.uuid4().hex, now()).instance
+    trigger = env.new_wake(instance.id, now() + timedelta(seconds=0.5))
+    owner = TokenOwner(TokenKind.ACCOUNT, account.id)
+    answers: list[object] = []
+    deleting = during_the_claims_wait(
+        lambda: instances.delete(env.store, env.triggers, owner, instance.id, now()), answers
+    )
+    # when
+    delivery = Caller(env.store, env.triggers, env.settings, sleep=deleting).deliver(trigger, Origin.QUEUE)
+    # then: the delete was refused with a 503 its client can retry; the call went ahead and was recorded
+    [refused] = answers
+    assert isinstance(refused, UnavailableError) and refused.status == 503 and "under way" in refused.message
+    assert delivery.result is Result.CALLED and delivery.recorded and len(host.calls) == 1
+    # and the retry, the claim ended, deletes it: nothing is called after its 2xx
+    instances.delete(env.store, env.triggers, owner, instance.id, now())
+    assert env.store.get_instance(instance.id) is None
+    assert swept_at(env, now() + after_the_lease(env)) == [] and len(host.calls) == 1
+
+
+def test_a_url_move_while_a_call_holds_its_claim_is_refused_and_lands_once_the_call_is_recorded(env: Deployed) -> None:
+    with serving_host() as old, serving_host() as new:
+        account = env.store.create_account("test", uuid.uuid4().hex, now())
+        token = mint(TokenKind.INSTANCE)
+        instance = env.store.register_instance(account.id, old.url, hash_token(token), now()).instance
+        trigger = env.new_wake(instance.id, now() + timedelta(seconds=0.5))
+        owner = TokenOwner(TokenKind.ACCOUNT, account.id)
+
+        def move() -> object:
+            return instances.register(
+                env.store, env.triggers, owner, new.url, token, now(), env.settings.address_policy
+            )
+
+        answers: list[object] = []
+        # when: the account moves the instance while the caller, its claim taken, waits to call
+        delivery = Caller(env.store, env.triggers, env.settings, sleep=during_the_claims_wait(move, answers)).deliver(
+            trigger, Origin.QUEUE
+        )
+        # then: refused (503, retry); the call went to the URL its wake was registered for
+        [refused] = answers
+        assert isinstance(refused, UnavailableError) and "under way" in refused.message
+        assert delivery.recorded and (len(old.calls), len(new.calls)) == (1, 0)
+        # and the retry moves it, its wake forgotten: neither URL is called again
+        moved = move()
+        assert isinstance(moved, Registered) and moved.moved_from is not None
+        assert swept_at(env, now() + after_the_lease(env)) == []
+        assert (len(old.calls), len(new.calls)) == (1, 0)
+
+
+def test_a_delete_refused_for_a_claim_that_ends_before_it_reads_again_is_still_refused(
+    env: Deployed, host: Host
+) -> None:
+    # given: a call that holds its instance's claim, and whose outcome is recorded (the claim
+    # ended) just after the delete's transaction was refused for it, before the delete reads again
+    account = env.store.create_account("test", uuid.uuid4().hex, now())
+    instance = env.store.register_instance(account.id, host.url, uuid.uuid4().hex, now()).instance
+    trigger = env.new_wake(instance.id, now() - timedelta(seconds=1))
+    claim = env.store.claim_if_due(trigger, now_ms=epoch_ms(now()), due_by=now(), lease_ms=30_000)
+    assert claim.claimed
+    real = env.store.client
+
+    class EndsTheClaim:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def transact_write_items(self, **request: Any) -> Any:
+            try:
+                return real.transact_write_items(**request)
+            except ClientError:
+                assert env.store.record_success(trigger, now())
+                raise
+
+    env.store.client = EndsTheClaim()
+    owner = TokenOwner(TokenKind.ACCOUNT, account.id)
+    # when / then: refused for its client to retry, not answered 204 with the instance still there
+    with pytest.raises(UnavailableError):
+        instances.delete(env.store, env.triggers, owner, instance.id, now())
+    env.store.client = real
+    assert env.store.get_instance(instance.id) is not None
+    # and the retry deletes it
+    instances.delete(env.store, env.triggers, owner, instance.id, now())
+    assert env.store.get_instance(instance.id) is None
 
 
 def during_the_call(host: Host, change: Callable[[], object]) -> threading.Thread:
@@ -278,13 +395,15 @@ def during_the_call(host: Host, change: Callable[[], object]) -> threading.Threa
 
 
 @pytest.mark.parametrize("status", [200, 503])
-def test_a_delete_during_a_call_records_nothing_and_arms_nothing(env: Deployed, status: int) -> None:
+def test_a_delete_during_a_call_past_its_lease_records_nothing_and_arms_nothing(env: Deployed, status: int) -> None:
     with serving_host(delay_s=0.5, statuses=[status]) as slow:
         account = env.store.create_account("test", uuid.uuid4().hex, now())
         instance = env.store.register_instance(account.id, slow.url, f"delete-during-{status}", now()).instance
         trigger = env.new_wake(instance.id, now() - timedelta(seconds=1))
         owner = TokenOwner(TokenKind.ACCOUNT, account.id)
-        deleting = during_the_call(slow, lambda: instances.delete(env.store, env.triggers, owner, instance.id, now()))
+        deleting = during_the_call(
+            slow, lambda: instances.delete(env.store, env.triggers, owner, instance.id, past_the_lease(env))
+        )
         delivery = Caller(env.store, env.triggers, env.settings).deliver(trigger, Origin.QUEUE)
         deleting.join()
     assert not delivery.recorded and not delivery.retry_armed
@@ -294,14 +413,16 @@ def test_a_delete_during_a_call_records_nothing_and_arms_nothing(env: Deployed, 
 
 
 @pytest.mark.parametrize("status", [200, 503])
-def test_a_url_move_during_a_call_records_nothing_and_calls_neither_url_again(env: Deployed, status: int) -> None:
+def test_a_url_move_during_a_call_past_its_lease_records_nothing_and_calls_neither_url_again(
+    env: Deployed, status: int
+) -> None:
     with serving_host(delay_s=0.5, statuses=[status]) as old, serving_host() as new:
         account = env.store.create_account("test", uuid.uuid4().hex, now())
         instance = env.store.register_instance(account.id, old.url, f"move-during-{status}", now()).instance
         trigger = env.new_wake(instance.id, now() - timedelta(seconds=1))
 
         moving = during_the_call(
-            old, lambda: env.store.register_instance(account.id, new.url, f"move-during-{status}", now())
+            old, lambda: env.store.register_instance(account.id, new.url, f"move-during-{status}", past_the_lease(env))
         )
         delivery = Caller(env.store, env.triggers, env.settings).deliver(trigger, Origin.QUEUE)
         moving.join()

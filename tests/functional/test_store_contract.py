@@ -592,7 +592,7 @@ def test_a_delete_whose_reply_was_lost_deletes_once(table: Table, lossy: Lossy) 
     lossy.lose("TransactWriteItems")
     # DynamoDB answers the retry as applied (its ClientRequestToken); moto cancels it, and the
     # store reads that as "gone already": either way the delete stands, counted once
-    assert lossy.store.delete_instance(instance) is not None
+    assert lossy.store.delete_instance(instance, now()) is not None
     assert lossy.retried("TransactWriteItems")
     assert table.store.get_instance(gone) is None and table.store.get_instance(kept) is not None
     after = table.store.get_account(account_id)

@@ -69,7 +69,7 @@ def test_registering_past_the_accounts_limit_is_refused_with_the_reason(env: Dep
     account = env.store.get_account(account_id)
     assert account is not None and account.instance_count == 3
     # a deleted instance frees its place
-    assert env.store.delete_instance(kept[0]) is not None
+    assert env.store.delete_instance(kept[0], now()) is not None
     register(env.store, account_id, 3)
 
 

@@ -165,7 +165,7 @@ def test_an_account_token_that_is_live_is_still_401(env: Deployed) -> None:
 
 def test_the_token_of_a_deleted_instance_is_401(env: Deployed, instance: Instance) -> None:
     stored = env.store.get_instance(instance.id)
-    assert stored is not None and env.store.delete_instance(stored) is not None
+    assert stored is not None and env.store.delete_instance(stored, now()) is not None
 
     reply = put_wake(instance.token, in_a_day())
 

@@ -82,7 +82,7 @@ def get(store: Store, account: TokenOwner, instance_id: str) -> Instance:
 def delete(store: Store, triggers: Triggers, account: TokenOwner, instance_id: str, now: datetime) -> None:
     """Removes the account's instance and what is pending for it; its token is free again."""
     instance = get(store, account, instance_id)
-    removed = store.delete_instance(instance)
+    removed = store.delete_instance(instance, now)
     if removed is None:
         raise NotFoundError()
     _forget(store, triggers, removed, now, deleted=True)

@@ -28,8 +28,9 @@ from wakeup.table.items import (
     token_item,
     token_key,
 )
-from wakeup.table.mechanics import Table, cancellation_reasons, condition_failed
-from wakeup.times import format_time
+from wakeup.table.mechanics import Table, cancellation_reasons, refused_item
+from wakeup.table.registrations import NO_LIVE_CLAIM
+from wakeup.times import epoch_ms, format_time
 from wakeup.tokens import TokenKind
 
 # An account below its limit: its own (`max_instances`, set by the operator) or the default.
@@ -42,6 +43,12 @@ _BELOW_INSTANCE_LIMIT = (
 # the same account item (its count), as DynamoDB advises for TransactionConflict.
 _CONFLICT_ATTEMPTS = 8
 _BEING_DELETED = "this instance token was being deleted; retry the request"
+
+
+def call_under_way(claim_until_ms: int, now: datetime) -> UnavailableError:
+    """The 503 for a delete or a URL move refused while a call of the instance holds its claim."""
+    retry_in = max(-(-(claim_until_ms - epoch_ms(now)) // 1000), 1)
+    return UnavailableError(f"a call to this instance is under way; retry in {retry_in} s")
 
 
 @dataclass(frozen=True)
@@ -127,7 +134,7 @@ class Instances:
         for _ in range(_CONFLICT_ATTEMPTS):
             owner = self.accounts.owner_of(token_hash)
             if owner is not None:
-                return self._reregister(owner, account_id, url, token_hash)
+                return self._reregister(owner, account_id, url, token_hash, now)
             instance = Instance(id=str(uuid.uuid4()), account_id=account_id, url=url, created_at=now)
             try:
                 self.db.client.transact_write_items(
@@ -169,7 +176,7 @@ class Instances:
             return Registered(instance, created=True)
         raise ConflictError() if self.accounts.owner_of(token_hash) is not None else UnavailableError()
 
-    def _reregister(self, owner: TokenOwner, account_id: str, url: str, token_hash: str) -> Registered:
+    def _reregister(self, owner: TokenOwner, account_id: str, url: str, token_hash: str, now: datetime) -> Registered:
         if owner.kind is not TokenKind.INSTANCE or owner.account_id != account_id or owner.instance_id is None:
             raise ConflictError()
         current = self.get_instance(owner.instance_id)
@@ -178,25 +185,31 @@ class Instances:
         if current.url == url:
             return Registered(current, created=False)
         try:
+            # Not while a call holds the claim: the caller claims before its call and calls the URL
+            # its claim read, so a move during the claim would be followed by a call to the old URL.
             found = self.db.client.update_item(
                 TableName=self.db.table,
                 Key=dump({"pk": instance_key(current.id)}),
                 UpdateExpression="SET #url = :url, attempts = :zero REMOVE " + ", ".join(REGISTRATION_FIELDS),
-                ConditionExpression="attribute_exists(pk) AND token_hash = :h",
+                ConditionExpression=f"attribute_exists(pk) AND token_hash = :h AND {NO_LIVE_CLAIM}",
                 ExpressionAttributeNames={"#url": "url", "#at": "at"},
-                ExpressionAttributeValues=dump({":url": url, ":zero": 0, ":h": token_hash}),
+                ExpressionAttributeValues=dump({":url": url, ":zero": 0, ":h": token_hash, ":now": epoch_ms(now)}),
                 ReturnValues="ALL_OLD",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
-            if condition_failed(exc):
-                raise UnavailableError(_BEING_DELETED) from exc
-            raise
+            item = refused_item(exc)  # any other error is raised again
+            if item is not None and item.get("token_hash") == token_hash and "claim_until" in item:
+                raise call_under_way(int(item["claim_until"]), now) from exc
+            raise UnavailableError(_BEING_DELETED) from exc
         moved = Instance(id=current.id, account_id=account_id, url=url, created_at=current.created_at)
         return Registered(moved, created=False, moved_from=instance_of(load(found["Attributes"])))
 
-    def delete_instance(self, instance: Instance) -> Instance | None:
+    def delete_instance(self, instance: Instance, now: datetime) -> Instance | None:
         """Removes the instance and frees its token; returns it as it was, None when it was gone
-        before this request read it."""
+        before this request read it. Refused (503) while a call holds the instance's claim: the
+        caller claims before its call, so a delete during the claim would be followed by a call of
+        the deleted wake; once the claim ends, no call of it can start."""
         item = self.db.get(instance_key(instance.id))
         if item is None:
             return None
@@ -211,7 +224,13 @@ class Instances:
         try:
             self.db.client.transact_write_items(
                 TransactItems=[
-                    {"Delete": {**mine, "ConditionExpression": "attribute_exists(pk)"}},
+                    {
+                        "Delete": {
+                            **mine,
+                            "ConditionExpression": f"attribute_exists(pk) AND {NO_LIVE_CLAIM}",
+                            "ExpressionAttributeValues": dump({":now": epoch_ms(now)}),
+                        }
+                    },
                     {"Delete": {"TableName": self.db.table, "Key": dump({"pk": token_key(item["token_hash"])})}},
                     {"Update": account},
                 ]
@@ -221,6 +240,11 @@ class Instances:
                 raise
             if cancellation_reasons(exc, 3)[0].get("Code") != "ConditionalCheckFailed":
                 raise UnavailableError("the instance could not be deleted for writes racing it; retry") from exc
+            # Refused for a call's live claim, or gone: read again to tell which. One still there
+            # was not deleted, though its claim may have ended since the refusal: retry.
+            standing = self.db.get(instance_key(instance.id))
+            if standing is not None:
+                raise call_under_way(int(standing.get("claim_until", 0)), now) from exc
             # The instance is gone: deleted by this very transaction when its reply was lost and
             # botocore retried it, or by another request meanwhile. Either way what was asked
             # holds, as it would without the loss. (AWS would answer the retry itself with success:
