@@ -18,12 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from wakeup.api.routes import REGISTER_WAKE
 from wakeup_awsfacts import quotas
 from wakeup_sim.engine import Engine
 from wakeup_sim.lambdas import Throttled
 from wakeup_sim.throughput import Bucket
 
-ROUTE = "PUT /wakeup/wake"
+ROUTE = REGISTER_WAKE.key
 # Statuses API Gateway answers itself, or for the function.
 ACCEPTED, THROTTLED, FAILED = 204, 429, 500
 # The host's retries: the first after up to a second, each after up to twice the last, at most 20 s.
