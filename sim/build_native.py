@@ -6,7 +6,8 @@ code (`wakeup`, which the simulation runs as Lambda runs it), stay Python. `make
 first on the path. The sources are the same: tests/unit/test_simulation_native.py runs scenarios
 both ways and compares every figure, and mypyc checks at run time the types mypy checks in lint.
 
-Why these: on the steady 1,000 wakes a second, these six are where compiling saves CPU. Compiling
+Why these: on the steady 1,000 wakes a second, these are where compiling saves CPU (the token
+bucket, `wakeup_awsfacts.token_bucket`, admits every DynamoDB request). Compiling
 the world, the Lambda and API Gateway models, the hosts and the logs as well took more, not less:
 those call the service's Python code back, and a call from compiled code into Python costs more
 than the interpreter's own (docs/scaling.md). DIR sits in the checkout, beside `sim/`:
@@ -33,6 +34,7 @@ HOT = (
     "wakeup_sim/sqs.py",
     "wakeup_sim/event_source.py",
     "wakeup_awsfacts/dynamodb.py",
+    "wakeup_awsfacts/token_bucket.py",
 )
 # The project's mypy settings (pyproject.toml) for the copy alone: its own `mypy_path` would show
 # mypy each package twice, the copy's and the checkout's. (mypyc checks for the running Python.)

@@ -1,7 +1,8 @@
 """AWS's quotas and documented behaviours that the local stack and the simulator both follow.
 
 Each figure names the AWS documentation page it comes from. DynamoDB's capacity rules are in
-`wakeup_awsfacts.dynamodb`, the SQS event source's scaling in `wakeup_awsfacts.sqs_scaling`.
+`wakeup_awsfacts.dynamodb`, the SQS event source's scaling in `wakeup_awsfacts.sqs_scaling`, Lambda's
+retries of an asynchronous event in `wakeup_awsfacts.lambda_async`.
 """
 
 # --- Lambda --------------------------------------------------------------------------------------
@@ -15,11 +16,6 @@ SCALING_BURST = 1000
 MB_PER_VCPU = 1769
 DEFAULT_MEMORY_MB = 128
 DEFAULT_TIMEOUT_S = 3.0
-# "How Lambda handles errors and retries with asynchronous invocation": a function error is retried
-# twice, one minute then two minutes later; a throttled event is retried from 1 s, doubling to 5 min.
-ASYNC_ERROR_RETRY_DELAYS_S = (60.0, 120.0)
-ASYNC_THROTTLE_FIRST_RETRY_S = 1.0
-ASYNC_THROTTLE_MAX_RETRY_S = 300.0
 # "Use Lambda recursive loop detection": an SQS -> Lambda -> same SQS chain is stopped after about
 # 16 invocations unless the function's RecursiveLoop is Allow.
 RECURSION_LIMIT = 16

@@ -9,6 +9,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from wakeup.api.http import authenticate, install, json_response, read_body
 from wakeup.api.models import RegisterInstanceBody, attempt_reply, instance_reply
 from wakeup.api.route_docs import body, query, replies
+from wakeup.api.routes import DELETE_INSTANCE, GET_INSTANCE, LIST_ATTEMPTS, LIST_INSTANCES, REGISTER_INSTANCE
 from wakeup.factories import get_store, get_throttle, get_triggers
 from wakeup.logic import instances
 from wakeup.logic.instances import MAX_PAGE
@@ -33,8 +34,9 @@ def _account() -> TokenOwner:
     return owner
 
 
-@app.post(
-    "/wakeup/instances",
+@app.route(
+    REGISTER_INSTANCE.rule,
+    REGISTER_INSTANCE.method,
     summary="Register an instance (account token)",
     description="201 for a token never registered; 200 when this account registered it before (a new url moves "
     "the instance and forgets its wake).",
@@ -62,8 +64,9 @@ def register_instance() -> Response[str]:
     return json_response(201 if registered.created else 200, {"id": registered.instance.id})
 
 
-@app.get(
-    "/wakeup/instances",
+@app.route(
+    LIST_INSTANCES.rule,
+    LIST_INSTANCES.method,
     summary="List the account's instances, a page at a time (account token)",
     responses=replies({200: ("InstancePage", "A page of instances, oldest first.")}, errors=(400, 401, 429)),
     openapi_extensions=query(
@@ -77,17 +80,19 @@ def list_instances() -> Response[str]:
     return json_response(200, {"instances": [instance_reply(i) for i in page.instances], "next": page.next_cursor})
 
 
-@app.get(
-    "/wakeup/instances/<instance_id>",
+@app.route(
+    GET_INSTANCE.rule,
+    GET_INSTANCE.method,
     summary="Read an instance (account token)",
     responses=replies({200: ("InstanceReply", "The instance and its wake.")}, errors=(401, 403, 404, 429)),
 )
-def get_instance(instance_id: str) -> Response[str]:
-    return json_response(200, instance_reply(instances.get(get_store(), _account(), instance_id)))
+def get_instance(id: str) -> Response[str]:
+    return json_response(200, instance_reply(instances.get(get_store(), _account(), id)))
 
 
-@app.get(
-    "/wakeup/instances/<instance_id>/attempts",
+@app.route(
+    LIST_ATTEMPTS.rule,
+    LIST_ATTEMPTS.method,
     summary="The instance's calls of the last 7 days, newest first, a page at a time (account token)",
     description="At most 100 are kept per instance. Each says when it started, how late (first calls), how long "
     "it took, the host's status or the error, and what delivered it.",
@@ -97,21 +102,22 @@ def get_instance(instance_id: str) -> Response[str]:
         {"name": "cursor", "schema": {"type": "string"}, "description": "the previous page's next"},
     ),
 )
-def list_attempts(instance_id: str) -> Response[str]:
+def list_attempts(id: str) -> Response[str]:
     query = app.current_event.query_string_parameters or {}
-    page = instances.calls_page(get_store(), _account(), instance_id, query.get("limit"), query.get("cursor"), now())
+    page = instances.calls_page(get_store(), _account(), id, query.get("limit"), query.get("cursor"), now())
     return json_response(200, {"attempts": [attempt_reply(c) for c in page.calls], "next": page.next_cursor})
 
 
-@app.delete(
-    "/wakeup/instances/<instance_id>",
+@app.route(
+    DELETE_INSTANCE.rule,
+    DELETE_INSTANCE.method,
     summary="Delete an instance and what is pending for it (account token)",
     description="Its token is free again afterwards.",
     responses=replies({204: (None, "Deleted.")}, errors=(401, 403, 404, 429)),
 )
-def delete_instance(instance_id: str) -> Response[str]:
-    instances.delete(get_store(), get_triggers(), _account(), instance_id, now())
-    logger.info("instance deleted", instance_id=instance_id)
+def delete_instance(id: str) -> Response[str]:
+    instances.delete(get_store(), get_triggers(), _account(), id, now())
+    logger.info("instance deleted", instance_id=id)
     return json_response(204)
 
 

@@ -10,6 +10,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from wakeup.api.http import authenticate, install, json_response, read_body
 from wakeup.api.models import RegisterWakeBody, wake_reply
 from wakeup.api.route_docs import body, replies
+from wakeup.api.routes import READ_WAKE, REGISTER_WAKE
 from wakeup.factories import get_store, get_triggers
 from wakeup.logic.wakes import WakeLimit, read_wake, register_wake
 from wakeup.observability import logger, tracer
@@ -24,8 +25,9 @@ app = APIGatewayHttpResolver()
 install(app)
 
 
-@app.put(
-    "/wakeup/wake",
+@app.route(
+    REGISTER_WAKE.rule,
+    REGISTER_WAKE.method,
     summary="Register the instance's wake (instance token)",
     description="Replaces whatever wake the instance had; a time in the past means now.",
     responses=replies({204: (None, "Registered.")}, errors=(400, 401, 409, 413, 429)),
@@ -43,8 +45,9 @@ def put_wake() -> Response[str]:
     return json_response(204)
 
 
-@app.get(
-    "/wakeup/wake",
+@app.route(
+    READ_WAKE.rule,
+    READ_WAKE.method,
     summary="Read the instance's own wake (instance token)",
     description="When it is to be woken, whether the host answered, and why the last call failed; nothing of the "
     "account.",

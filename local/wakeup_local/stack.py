@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
 from wakeup.addresses import LOOPBACK_CIDRS
+from wakeup_awsfacts.api_gateway import api_throttles
 from wakeup_awsfacts.quotas import SCHEDULER_WINDOW_S
 from wakeup_awsfacts.template import Resolver, TemplateError, load_template
 from wakeup_local.aws.clients import AwsClients, make_clients
@@ -33,7 +34,7 @@ from wakeup_local.event_sources.scheduler import RecurringRunner, ScheduleWatche
 from wakeup_local.event_sources.sqs_poller import SqsPoller, event_sources
 from wakeup_local.event_sources.sqs_scaling import Counters
 from wakeup_local.gateway.gateway import Gateway, routes_from
-from wakeup_local.gateway.throttling import api_throttles, route_buckets
+from wakeup_local.gateway.throttling import route_buckets
 from wakeup_local.lambda_.async_invoke import AsyncInvoker, Attempt, event_invoke_configs
 from wakeup_local.lambda_.functions import Functions, FunctionSpec, function_specs, make_functions
 from wakeup_local.lambda_.lambda_logs import FunctionLog

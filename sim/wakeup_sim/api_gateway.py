@@ -18,12 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from wakeup.api.routes import REGISTER_WAKE
 from wakeup_awsfacts import quotas
+from wakeup_awsfacts.token_bucket import TokenBucket
 from wakeup_sim.engine import Engine
 from wakeup_sim.lambdas import Throttled
-from wakeup_sim.throughput import Bucket
 
-ROUTE = "PUT /wakeup/wake"
+ROUTE = REGISTER_WAKE.key
 # Statuses API Gateway answers itself, or for the function.
 ACCEPTED, THROTTLED, FAILED = 204, 429, 500
 # The host's retries: the first after up to a second, each after up to twice the last, at most 20 s.
@@ -50,9 +51,9 @@ class ApiGateway:
         account_burst: float = quotas.API_ACCOUNT_BURST,
     ) -> None:
         self.engine = engine
-        self.account = Bucket(account_rate, account_burst, engine.now)
+        self.account = TokenBucket(account_rate, account_burst, engine.now)
         self._route = (route_rate, route_burst)
-        self.routes: dict[str, Bucket] = {}
+        self.routes: dict[str, TokenBucket] = {}
         self.statuses: Counter[int] = Counter()
 
     def request(self, route: str, invoke: Callable[[], Any]) -> int:
@@ -61,7 +62,7 @@ class ApiGateway:
         now = self.engine.now
         bucket = self.routes.get(route)
         if bucket is None:
-            bucket = self.routes[route] = Bucket(*self._route, now)
+            bucket = self.routes[route] = TokenBucket(*self._route, now)
         # A token from each bucket, or none taken: the account's and the route's limits both hold.
         if bucket.wait_for(1, now) > 0 or self.account.wait_for(1, now) > 0:
             status = THROTTLED

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from wakeup.api.routes import REGISTER_WAKE
 from wakeup.settings import Settings
+from wakeup_awsfacts.api_gateway import throttle_of_route
 from wakeup_awsfacts.dynamodb import TABLE_READ_UNITS_PER_S, TABLE_WRITE_UNITS_PER_S, Index, indexes_of
 from wakeup_awsfacts.lambda_logging import logs_system_lines
 from wakeup_awsfacts.quotas import (
@@ -135,6 +137,7 @@ def from_template(path: Path = TEMPLATE, parameters: Mapping[str, str] | None = 
     warm = table.get("WarmThroughput", {})
     scaling = event.get("ScalingConfig", {})
     pollers = event.get("ProvisionedPollerConfig", {})
+    wake_route = throttle_of_route(template, resolver, REGISTER_WAKE.key)
     settings = Settings.model_validate(
         {
             "WAKEUP_TABLE": "sim",
@@ -161,8 +164,8 @@ def from_template(path: Path = TEMPLATE, parameters: Mapping[str, str] | None = 
         visibility_timeout_s=float(queue.get("VisibilityTimeout", 30)),
         max_receive_count=int(queue.get("RedrivePolicy", {}).get("maxReceiveCount", 5)),
         recursive_loop_allowed=caller_properties.get("RecursiveLoop", "Terminate") == "Allow",
-        api_rate=float(defaults["ApiThrottlingRateLimit"]),
-        api_burst=float(defaults["ApiThrottlingBurstLimit"]),
+        api_rate=wake_route.rate_per_s,
+        api_burst=float(wake_route.burst),
         quiet_functions=frozenset(
             name
             for name, properties in (

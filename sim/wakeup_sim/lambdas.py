@@ -26,9 +26,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wakeup_awsfacts import quotas
+from wakeup_awsfacts.lambda_async import AsyncRetries, after_throttle
+from wakeup_awsfacts.token_bucket import TokenBucket
 from wakeup_sim import deployment as aws
 from wakeup_sim.engine import Cpu, Engine, Machine
-from wakeup_sim.throughput import Bucket, Cpus
+from wakeup_sim.throughput import Cpus
+
+# Lambda's retries of an asynchronous event: two, as the caller's `EventInvokeConfig` keeps them.
+ASYNC_RETRIES = AsyncRetries()
 
 
 class Throttled(Exception):
@@ -92,7 +97,7 @@ class Function:
     # Configurations completed (each `update_memory` once applied), and the one applying now.
     configuration: int = 0
     updating_until: float | None = None
-    _scaling: Bucket | None = None
+    _scaling: TokenBucket | None = None
 
     @property
     def vcpus(self) -> float:
@@ -142,7 +147,7 @@ class Function:
             del self.idle[:reclaimed]
         if not self.idle:
             if self._scaling is None:
-                self._scaling = Bucket(quotas.SCALING_ENVIRONMENTS_PER_S, quotas.SCALING_BURST, self.engine.now)
+                self._scaling = TokenBucket(quotas.SCALING_ENVIRONMENTS_PER_S, quotas.SCALING_BURST, self.engine.now)
             if not self._scaling.take(1, self.engine.now):
                 raise Throttled(self.name)
         self.account.in_use += 1
@@ -181,19 +186,20 @@ class Function:
                 self.idle.append(environment)
 
     def invoke_async(self, payload: Any) -> None:
-        """Queues an event, as Scheduler's invocation does; retried as Lambda retries it."""
-        self.engine.spawn(self._run_event, payload, quotas.ASYNC_THROTTLE_FIRST_RETRY_S, 0)
+        """Queues an event, as Scheduler's invocation does; retried as Lambda retries it
+        (`wakeup_awsfacts.lambda_async`)."""
+        self.engine.spawn(self._run_event, payload, 0, 0)
 
-    def _run_event(self, payload: Any, throttle_wait_s: float, errors: int) -> None:
+    def _run_event(self, payload: Any, throttles: int, errors: int) -> None:
         try:
             self.invoke(payload)
         except Throttled:
-            wait = min(throttle_wait_s, quotas.ASYNC_THROTTLE_MAX_RETRY_S)
-            self.engine.spawn(self._run_event, payload, wait * 2, errors, when=self.engine.now + wait)
+            when = after_throttle(throttles + 1, self.engine.now)
+            self.engine.spawn(self._run_event, payload, throttles + 1, errors, when=when)
         except Exception:
-            if errors < len(quotas.ASYNC_ERROR_RETRY_DELAYS_S):
-                when = self.engine.now + quotas.ASYNC_ERROR_RETRY_DELAYS_S[errors]
-                self.engine.spawn(self._run_event, payload, quotas.ASYNC_THROTTLE_FIRST_RETRY_S, errors + 1, when=when)
+            retry_at = ASYNC_RETRIES.after_error(errors + 1, self.engine.now)
+            if retry_at is not None:
+                self.engine.spawn(self._run_event, payload, 0, errors + 1, when=retry_at)
 
 
 def invocations(functions: list[Function]) -> Counter[str]:

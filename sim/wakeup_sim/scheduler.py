@@ -1,8 +1,8 @@
 """EventBridge Scheduler's one-time schedules, as the service's `Triggers` makes them.
 
 "Schedule types on EventBridge Scheduler": a one-time schedule `at(...)` with the flexible window
-off runs once; it is invoked anywhere within its minute (60 second precision, as the local stack
-models it: the scheduled second plus up to 60 s). "Quotas for Amazon EventBridge Scheduler": at most
+off runs once; it is invoked anywhere within its minute (`wakeup_awsfacts.scheduler`, the local
+stack's rule too: the scheduled second plus up to 60 s). "Quotas for Amazon EventBridge Scheduler": at most
 1,000 target invocations a second; invocations past it wait. CreateSchedule requests past their
 rate (5,000 a second in the main Regions) are refused for the rest of that second (a
 `ThrottlingException`; UpdateSchedule is taken to share the rate). The service's botocore retries
@@ -14,15 +14,15 @@ import json
 import random
 from collections import Counter
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from wakeup_awsfacts.quotas import SCHEDULER_CREATE_PER_S, SCHEDULER_WINDOW_S
+from wakeup_awsfacts.quotas import SCHEDULER_CREATE_PER_S
+from wakeup_awsfacts.scheduler import fires_at, firing_window_s, parse_at
+from wakeup_awsfacts.token_bucket import TokenBucket
 from wakeup_sim.engine import Engine
 from wakeup_sim.lambdas import Function
-from wakeup_sim.throughput import Bucket
 
 
 class Scheduler:
@@ -38,7 +38,7 @@ class Scheduler:
         self._request = request
         self.schedules: dict[str, tuple[int, str]] = {}  # name -> (version, input)
         self._versions = 0
-        self.limit = Bucket(invocations_per_s, invocations_per_s, engine.now)
+        self.limit = TokenBucket(invocations_per_s, invocations_per_s, engine.now)
         self.writes_per_s = SCHEDULER_CREATE_PER_S
         self._writes_in_second: tuple[int, int] = (0, 0)  # (the second, creates and updates in it)
         self.throttled = 0
@@ -81,15 +81,15 @@ class Scheduler:
     # -- firing ---------------------------------------------------------------------------------
 
     def _put(self, definition: dict[str, Any]) -> None:
-        expression = definition["ScheduleExpression"]
-        at = datetime.fromisoformat(expression[3:-1]).replace(tzinfo=UTC).timestamp()
+        timezone = definition.get("ScheduleExpressionTimezone") or "UTC"
+        at = parse_at(definition["ScheduleExpression"], timezone).timestamp()
         if at <= self.engine.now:
             # AWS refuses a time in the past (TOOLING.md); the service never asks for one.
             raise ClientError({"Error": {"Code": "ValidationException", "Message": "past"}}, "CreateSchedule")
         self._versions += 1
         name = definition["Name"]
         self.schedules[name] = (self._versions, definition["Target"]["Input"])
-        fire = at + self.rng.random() * SCHEDULER_WINDOW_S
+        fire = fires_at(at, self.rng, firing_window_s(definition.get("FlexibleTimeWindow")))
         self.engine.at(fire, self._fire, name, self._versions, at)
 
     def _fire(self, name: str, version: int, scheduled: float) -> None:

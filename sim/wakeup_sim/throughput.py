@@ -1,4 +1,5 @@
-"""Rates AWS enforces (token buckets), and the time and admission of each DynamoDB request."""
+"""The processor each task runs on, and the time and admission of each DynamoDB request (within
+the table's and each partition's token buckets, `wakeup_awsfacts.token_bucket`)."""
 
 import random
 from collections import defaultdict
@@ -8,32 +9,11 @@ from typing import Any
 from greenlet import getcurrent
 
 from wakeup_awsfacts.dynamodb import PARTITION_WRITE_UNITS_PER_S
+from wakeup_awsfacts.token_bucket import TokenBucket
 from wakeup_sim.deployment import Deployment
 from wakeup_sim.dynamodb import Io
 from wakeup_sim.engine import Cpu, Engine
 from wakeup_sim.profile import AWS, Profile
-
-
-class Bucket:
-    """A token bucket: `rate` tokens a second, holding at most `capacity`."""
-
-    def __init__(self, rate: float, capacity: float, now: float = 0.0) -> None:
-        self.rate, self.capacity = rate, capacity
-        self.tokens, self.updated = capacity, now
-
-    def take(self, amount: float, now: float) -> bool:
-        self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
-        self.updated = now
-        if self.tokens >= amount:
-            self.tokens -= amount
-            return True
-        return False
-
-    def wait_for(self, amount: float, now: float) -> float:
-        """Seconds until `amount` tokens are there (0: take them now)."""
-        self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
-        self.updated = now
-        return max(0.0, (amount - self.tokens) / self.rate)
 
 
 class Cpus:
@@ -82,10 +62,12 @@ class DynamoDbIo(Io):
     ) -> None:
         self.engine, self.cpus, self.rng = engine, cpus, rng
         self._request = timed(engine, cpus, profile.dynamodb_latency_s, rng, profile, service)
-        self.writes = Bucket(deployment.table_write_units_per_s, deployment.table_write_units_per_s, engine.now)
-        self.reads = Bucket(deployment.table_read_units_per_s, deployment.table_read_units_per_s, engine.now)
+        self.writes = TokenBucket(deployment.table_write_units_per_s, deployment.table_write_units_per_s, engine.now)
+        self.reads = TokenBucket(deployment.table_read_units_per_s, deployment.table_read_units_per_s, engine.now)
         rate = PARTITION_WRITE_UNITS_PER_S
-        self.partitions: dict[tuple[str, Any], Bucket] = defaultdict(lambda: Bucket(rate, rate, self.engine.now))
+        self.partitions: dict[tuple[str, Any], TokenBucket] = defaultdict(
+            lambda: TokenBucket(rate, rate, self.engine.now)
+        )
 
     def request(self, operation: str) -> None:
         self._request(operation)

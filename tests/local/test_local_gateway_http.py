@@ -15,14 +15,9 @@ import pytest
 import requests
 from localstack_helpers import ROOT, StartStack
 
+from wakeup_awsfacts.api_gateway import ACCOUNT_BURST_LIMIT, ACCOUNT_RATE_LIMIT, RouteThrottle, api_throttles
 from wakeup_awsfacts.template import Resolver, Template, load_template, parse_template
-from wakeup_local.gateway.throttling import (
-    ACCOUNT_BURST_LIMIT,
-    ACCOUNT_RATE_LIMIT,
-    TokenBucket,
-    api_throttles,
-    route_buckets,
-)
+from wakeup_local.gateway.throttling import RouteBucket, route_buckets
 from wakeup_local.stack import LocalStack
 
 # --- route throttling ----------------------------------------------------------------------------
@@ -58,9 +53,9 @@ def test_the_unbounded_setting_lifts_route_throttles(start_stack: StartStack) ->
     assert statuses == [201] * 12
 
 
-def test_a_bucket_refills_at_its_rate_up_to_its_burst() -> None:
+def test_a_routes_bucket_refills_on_the_clock_it_is_given_up_to_its_burst() -> None:
     now = [100.0]
-    bucket = TokenBucket(rate_per_s=2.0, burst=3, clock=lambda: now[0])
+    bucket = RouteBucket(RouteThrottle(rate_per_s=2.0, burst=3), clock=lambda: now[0])
     assert [bucket.take() for _ in range(4)] == [True, True, True, False]
     now[0] += 0.5  # one token back
     assert [bucket.take(), bucket.take()] == [True, False]
@@ -69,7 +64,7 @@ def test_a_bucket_refills_at_its_rate_up_to_its_burst() -> None:
 
 
 def test_a_burst_of_zero_lets_nothing_through() -> None:
-    assert TokenBucket(rate_per_s=100.0, burst=0).take() is False
+    assert RouteBucket(RouteThrottle(rate_per_s=100.0, burst=0)).take() is False
 
 
 THROTTLED_TEMPLATE = """
@@ -99,7 +94,7 @@ def test_default_route_settings_apply_to_each_route_and_route_settings_override_
         api_throttles(template, resolver),
         [(api, "GET /fast"), (api, "POST /fast"), (api, "GET /slow"), (other, "GET /x"), ("", "GET /implicit")],
     )
-    limits = {key: (bucket.rate_per_s, bucket.burst) for key, bucket in buckets.items()}
+    limits = {key: (bucket.throttle.rate_per_s, bucket.throttle.burst) for key, bucket in buckets.items()}
     assert limits == {
         (api, "GET /fast"): (7.0, 20),
         (api, "POST /fast"): (7.0, 20),
@@ -117,7 +112,7 @@ def test_template_yamls_default_route_has_its_own_small_bucket_locally_too() -> 
     resolver = Resolver(template, "s", rng=random.Random(1))
     api = str(resolver.ref("HttpApi"))
     buckets = route_buckets(api_throttles(template, resolver), [(api, "$default"), (api, "PUT /wakeup/wake")])
-    limits = {route: (bucket.rate_per_s, bucket.burst) for (_, route), bucket in buckets.items()}
+    limits = {route: (bucket.throttle.rate_per_s, bucket.throttle.burst) for (_, route), bucket in buckets.items()}
     assert limits == {"$default": (10.0, 20), "PUT /wakeup/wake": (10000.0, 5000)}
 
 

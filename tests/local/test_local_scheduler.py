@@ -30,14 +30,7 @@ from wakeup_awsfacts.template import Resolver, Template
 from wakeup_local.aws.clients import AwsClients, make_clients
 from wakeup_local.aws.moto_process import MotoProcess
 from wakeup_local.aws.request_counter import scheduler_changes_since
-from wakeup_local.event_sources.scheduler import (
-    ExpressionError,
-    ScheduleWatcher,
-    firing_time,
-    parse_at,
-    parse_rate,
-    recurring_schedules,
-)
+from wakeup_local.event_sources.scheduler import ScheduleWatcher, recurring_schedules
 from wakeup_local.lambda_.environment_pool import EnvironmentPool
 from wakeup_local.lambda_.functions import Functions, FunctionSpec, LocalFunction
 from wakeup_local.stack import LocalStack
@@ -163,14 +156,6 @@ def test_by_default_a_schedule_fires_at_a_random_moment_within_its_minute(
     assert when.timestamp() + 3 <= event["at"] < when.timestamp() + 3 + TOLERANCE_S
 
 
-def test_the_moment_is_drawn_anywhere_within_the_minute_or_exactly_with_the_flag() -> None:
-    rng = random.Random(1)
-    moments = [firing_time(1000.0, exact=False, rng=rng) - 1000.0 for _ in range(2000)]
-    assert all(0 <= moment < 60 for moment in moments)
-    assert min(moments) < 1 and max(moments) > 59
-    assert firing_time(1000.0, exact=True, rng=rng) == 1000.0
-
-
 def test_an_updated_schedule_fires_at_its_new_time_with_its_new_input(
     exact_stack: LocalStack, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -258,31 +243,7 @@ def test_run_sweeper_runs_the_scheduled_functions_now(start_stack: StartStack) -
     assert len(fired_sweeps(stack)) == 1
 
 
-# --- expressions and the template's schedules, without a stack ---------------------------------------
-
-
-def test_at_expressions_are_read_in_their_time_zone() -> None:
-    assert parse_at("at(2026-07-01T09:30:00)") == datetime(2026, 7, 1, 9, 30, tzinfo=UTC)
-    assert parse_at("at(2026-07-01T09:30:00)", "Europe/Paris") == datetime(2026, 7, 1, 7, 30, tzinfo=UTC)
-    assert parse_at("at(2026-01-01T09:30:00)", "Europe/Paris") == datetime(2026, 1, 1, 8, 30, tzinfo=UTC)
-
-
-@pytest.mark.parametrize(
-    ("expression", "timezone"),
-    [("at(2026-02-30T00:00:00)", "UTC"), ("at(tomorrow)", "UTC"), ("at(2026-01-01T00:00:00)", "Mars/Olympus")],
-)
-def test_an_at_expression_that_names_no_moment_is_refused(expression: str, timezone: str) -> None:
-    with pytest.raises(ExpressionError):
-        parse_at(expression, timezone)
-
-
-def test_rate_expressions_give_their_period() -> None:
-    assert parse_rate("rate(1 minute)") == 60
-    assert parse_rate("rate(5 minutes)") == 300
-    assert parse_rate("rate(2 hours)") == 7200
-    assert parse_rate("rate(1 day)") == 86400
-    with pytest.raises(ExpressionError):
-        parse_rate("cron(* * * * ? *)")
+# --- the template's schedules, without a stack ----------------------------------------------------
 
 
 def test_a_schedule_event_gets_eventbridges_scheduled_event_and_schedulev2_its_input() -> None:

@@ -1,8 +1,9 @@
 """EventBridge Scheduler's firing, which moto stores but never does.
 
 `ScheduleWatcher` follows the schedules in the stack's schedule groups in moto and fires each
-one-time `at(...)` schedule at a random moment within its minute, as AWS does, or exactly on time
-when asked (`WAKEUP_LOCAL_EXACT_SCHEDULES=1`). Just before firing it reads the schedule again (it may
+one-time `at(...)` schedule at a random moment within its minute, as AWS does (the rule, and the
+expressions, are `wakeup_awsfacts.scheduler`'s, which the simulator follows too), or exactly on
+time when asked (`WAKEUP_LOCAL_EXACT_SCHEDULES=1`). Just before firing it reads the schedule again (it may
 have been updated or deleted), deletes it when its `ActionAfterCompletion` is `DELETE`, and invokes
 the target function asynchronously with the schedule's `Input`, as Scheduler does: through Lambda's
 asynchronous invocation (async_invoke.py), which retries a function error and sends what still
@@ -21,7 +22,6 @@ import functools
 import json
 import logging
 import random
-import re
 import threading
 import time
 import uuid
@@ -29,12 +29,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from botocore.exceptions import BotoCoreError, ClientError
 from botocore.parsers import ResponseParserError, create_parser
 
-from wakeup_awsfacts.quotas import SCHEDULER_WINDOW_S
+from wakeup_awsfacts.scheduler import ExpressionError, fires_at, firing_window_s, parse_at, parse_rate
 from wakeup_awsfacts.template import Resolver, Template
 from wakeup_local.aws.request_counter import ScheduleKey, SchedulerChanges
 from wakeup_local.lambda_.functions import Functions, LocalFunction
@@ -48,16 +47,10 @@ log = logging.getLogger(__name__)
 # Queues an asynchronous invocation of a function with an event (AsyncInvoker.invoke).
 InvokeAsync = Callable[[LocalFunction, Any], Any]
 
-# Scheduler fires a one-time schedule anywhere within the minute it names.
-FIRING_WINDOW_S = SCHEDULER_WINDOW_S
 POLL_INTERVAL_S = 0.2
 # How long one read of the changes waits for a change (request_counter.py), when nothing is due
 # sooner: stopping waits for at most this.
 CHANGES_WAIT_S = 1.0
-
-_AT = re.compile(r"at\((\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\)")
-_RATE = re.compile(r"rate\((\d+)\s+(minute|minutes|hour|hours|day|days)\)")
-_RATE_UNITS = {"minute": 60, "hour": 3600, "day": 86400}
 
 
 class _Missing(enum.Enum):
@@ -65,39 +58,6 @@ class _Missing(enum.Enum):
 
     GONE = "gone"  # deleted
     UNREADABLE = "unreadable"  # an error: it may still be there
-
-
-class ExpressionError(ValueError):
-    """Raised for a schedule expression the local Scheduler cannot fire."""
-
-
-def parse_at(expression: str, timezone: str = "UTC") -> datetime:
-    """The moment an `at(yyyy-mm-ddThh:mm:ss)` expression names, in the given IANA time zone."""
-    match = _AT.fullmatch(expression.strip())
-    if not match:
-        raise ExpressionError(f"{expression!r} is not at(yyyy-mm-ddThh:mm:ss)")
-    try:
-        zone = ZoneInfo(timezone)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ExpressionError(f"{timezone!r} is not a time zone") from exc
-    try:
-        local = datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S")
-    except ValueError as exc:
-        raise ExpressionError(f"{expression!r} names no real moment") from exc
-    return local.replace(tzinfo=zone).astimezone(UTC)
-
-
-def parse_rate(expression: str) -> float:
-    """The period of a `rate(n unit)` expression, in seconds."""
-    match = _RATE.fullmatch(expression.strip())
-    if not match or int(match.group(1)) < 1:
-        raise ExpressionError(f"{expression!r} is not rate(n minutes|hours|days)")
-    return int(match.group(1)) * _RATE_UNITS[match.group(2).rstrip("s")]
-
-
-def firing_time(scheduled: float, *, exact: bool, rng: random.Random, window_s: float = FIRING_WINDOW_S) -> float:
-    """When a one-time schedule due at `scheduled` (epoch s) fires: within its window, or exactly."""
-    return scheduled if exact else scheduled + rng.random() * window_s
 
 
 # --- one-time schedules in moto ------------------------------------------------------------------
@@ -302,7 +262,8 @@ class ScheduleWatcher:
                     watched.due = known.due
                     return watched
                 scheduled = parse_at(expression, timezone).timestamp()
-                watched.due = firing_time(scheduled, exact=self._exact, rng=self._rng, window_s=_window(detail))
+                window_s = firing_window_s(detail.get("FlexibleTimeWindow"))
+                watched.due = scheduled if self._exact else fires_at(scheduled, self._rng, window_s)
                 modified = detail.get("LastModificationDate")
                 if isinstance(modified, datetime) and scheduled < modified.timestamp() - 1:
                     log.warning("schedule %s/%s is in the past: AWS refuses that", group, watched.name)
@@ -357,13 +318,6 @@ class ScheduleWatcher:
             log.exception("deleting the schedule %s/%s failed", watched.group, watched.name)
             return
         self._watched.pop((watched.group, watched.name), None)
-
-
-def _window(detail: GetScheduleOutputTypeDef) -> float:
-    flexible = detail.get("FlexibleTimeWindow") or {}
-    if flexible.get("Mode") == "FLEXIBLE":
-        return FIRING_WINDOW_S + 60.0 * float(flexible.get("MaximumWindowInMinutes", 0))
-    return FIRING_WINDOW_S
 
 
 def _payload(raw_input: Any) -> Any:

@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 from wakeup_awsfacts.template import ACCOUNT_ID
-from wakeup_local.gateway.throttling import TokenBucket
+from wakeup_local.gateway.throttling import RouteBucket
 from wakeup_local.lambda_.functions import Functions, LocalFunction
 
 log = logging.getLogger(__name__)
@@ -401,7 +401,7 @@ class Gateway:
         self.routes = routes
         self.api_id = api_id
         # Route throttles by (API, route key); a route without one is not throttled.
-        self.buckets: dict[tuple[str, str], TokenBucket] = {}
+        self.buckets: dict[tuple[str, str], RouteBucket] = {}
         self._server = _Server((host, port), self)
         self._thread: threading.Thread | None = None
 

@@ -1,24 +1,23 @@
 """Lambda's asynchronous invocation: an event queue per function, retries, and destinations.
 
 EventBridge Scheduler (one-time schedules, the template's recurring ones) invokes its targets
-asynchronously: Lambda accepts the event at once and runs it from its own queue. From "How Lambda
-handles errors and retries with asynchronous invocation" (invocation-async-error-handling): "If the
-function returns an error, by default Lambda attempts to run it two more times, with a one-minute
-wait between the first two attempts, and two minutes between the second and third attempts.
-Function errors include errors returned by the function's code and errors returned by the
-function's runtime, such as timeouts." "Configuring error handling settings for Lambda asynchronous
-invocations" (invocation-async-configuring): `MaximumRetryAttempts` 0 to 2, `MaximumEventAgeInSeconds`
-60 to 21,600 (the default, 6 hours); an event older than that is discarded. "Capturing records of
-Lambda asynchronous invocations" (invocation-async-retain-records): an event that fails all its
-attempts, or grows too old, goes to the `OnFailure` destination as an invocation record
-(`requestContext.condition` `RetriesExhausted` or `EventAgeExceeded`); a success to `OnSuccess`.
+asynchronously: Lambda accepts the event at once and runs it from its own queue. When a failed
+event runs again, and when it is too old, is `wakeup_awsfacts.lambda_async`'s rule (the simulator's
+too), given this invoker's clock. "Function errors include errors returned by the function's code
+and errors returned by the function's runtime, such as timeouts" ("How Lambda handles errors and
+retries with asynchronous invocation"). "Capturing records of Lambda asynchronous invocations"
+(invocation-async-retain-records): an event that fails all its attempts, or grows too old, goes to
+the `OnFailure` destination as an invocation record (`requestContext.condition` `RetriesExhausted`
+or `EventAgeExceeded`); a success to `OnSuccess`.
 
 Scheduler's own retry policy and dead-letter queue apply only when Scheduler cannot deliver the
 event to Lambda ("Configuring a dead-letter queue for EventBridge Scheduler"), never to the
 function's errors: a local target that is not a function of the stack is only logged.
 
-`WAKEUP_LOCAL_ASYNC_TIME_SCALE` (a local-only setting; 1 by default, AWS's times) multiplies the
-waits between attempts and the maximum event age, so a test can see three attempts in seconds.
+`WAKEUP_LOCAL_ASYNC_TIME_SCALE` (a local-only setting; 1 by default, AWS's times) is the real time
+one second of the invoker's clock takes (0.01: the clock runs a hundred times faster), so the waits
+between attempts and the maximum event age shrink with it, and a test can see three attempts in
+seconds.
 Left out: SNS, Lambda, EventBridge and S3 destinations (only SQS ones are delivered; the others are
 logged), dead-letter queues on the function, throttling retries (an invocation waits for the
 function's bound instead), and the duplicate deliveries AWS allows.
@@ -41,7 +40,13 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from wakeup_awsfacts.quotas import ASYNC_ERROR_RETRY_DELAYS_S
+from wakeup_awsfacts.lambda_async import (
+    DEFAULT_MAX_EVENT_AGE_S,
+    DEFAULT_RETRY_ATTEMPTS,
+    MAX_EVENT_AGE_RANGE_S,
+    RETRY_ATTEMPTS_RANGE,
+    AsyncRetries,
+)
 from wakeup_awsfacts.template import Resolver, Template, TemplateError
 from wakeup_local.aws.resources import StackResources
 from wakeup_local.lambda_.functions import FunctionError, Functions, LocalFunction
@@ -51,11 +56,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_RETRY_ATTEMPTS = 2
-DEFAULT_MAX_EVENT_AGE_S = 21_600
-MAX_EVENT_AGE_RANGE_S = (60, 21_600)
-# The wait before the n-th retry (1-based): one minute, then two.
-RETRY_WAITS_S = ASYNC_ERROR_RETRY_DELAYS_S
 # Asynchronous invocations run side by side up to this many at a time (each still waits for the
 # function's own bound).
 WORKERS = 64
@@ -63,10 +63,9 @@ WORKERS = 64
 
 @dataclass(frozen=True)
 class EventInvokeConfig:
-    """A function's `EventInvokeConfig`; a destination is an SQS queue's URL here."""
+    """A function's `EventInvokeConfig`: its retries, and its destinations (an SQS queue's URL here)."""
 
-    maximum_retry_attempts: int = DEFAULT_RETRY_ATTEMPTS
-    maximum_event_age_s: float = DEFAULT_MAX_EVENT_AGE_S
+    retries: AsyncRetries = AsyncRetries()
     on_failure_queue_url: str | None = None
     on_success_queue_url: str | None = None
 
@@ -96,14 +95,13 @@ def _config(logical_id: str, properties: Mapping[str, Any], resources: StackReso
     retries = int(properties.get("MaximumRetryAttempts", DEFAULT_RETRY_ATTEMPTS))
     age = int(properties.get("MaximumEventAgeInSeconds", DEFAULT_MAX_EVENT_AGE_S))
     low, high = MAX_EVENT_AGE_RANGE_S
-    if not 0 <= retries <= DEFAULT_RETRY_ATTEMPTS:
+    if not RETRY_ATTEMPTS_RANGE[0] <= retries <= RETRY_ATTEMPTS_RANGE[1]:
         raise TemplateError(f"{logical_id}: EventInvokeConfig.MaximumRetryAttempts must be from 0 to 2")
     if not low <= age <= high:
         raise TemplateError(f"{logical_id}: EventInvokeConfig.MaximumEventAgeInSeconds must be from {low} to {high}")
     destinations = properties.get("DestinationConfig") or {}
     return EventInvokeConfig(
-        maximum_retry_attempts=retries,
-        maximum_event_age_s=float(age),
+        retries=AsyncRetries(maximum_retry_attempts=retries, maximum_event_age_s=float(age)),
         on_failure_queue_url=_queue_url(logical_id, "OnFailure", destinations.get("OnFailure"), resources),
         on_success_queue_url=_queue_url(logical_id, "OnSuccess", destinations.get("OnSuccess"), resources),
     )
@@ -124,7 +122,7 @@ def _queue_url(logical_id: str, which: str, destination: Any, resources: StackRe
 
 @dataclass(frozen=True)
 class Attempt:
-    """One run of an asynchronous event: `at` epoch seconds, `error` None on success."""
+    """One run of an asynchronous event: `at` epoch seconds (real time), `error` None on success."""
 
     request_id: str
     attempt: int
@@ -134,12 +132,12 @@ class Attempt:
 
 @dataclass(order=True)
 class _Queued:
-    due: float
+    due: float  # on the invoker's clock, as `received`
     sequence: int
     function: LocalFunction = field(compare=False)
     event: Any = field(compare=False)
     request_id: str = field(compare=False)
-    received: float = field(compare=False)  # epoch seconds
+    received: float = field(compare=False)
     attempts: int = field(default=0, compare=False)
 
 
@@ -149,6 +147,9 @@ class AsyncInvoker:
     def __init__(self, configs: Mapping[str, EventInvokeConfig], sqs: SQSClient, *, time_scale: float = 1.0) -> None:
         self._configs = dict(configs)
         self._sqs = sqs
+        if not time_scale > 0:
+            raise ValueError(f"the asynchronous invoker's time scale must be above 0, not {time_scale}")
+        # Seconds of real time to one of the invoker's clock.
         self._scale = time_scale
         self._queue: list[_Queued] = []
         self._sequence = itertools.count()
@@ -161,7 +162,7 @@ class AsyncInvoker:
     def invoke(self, function: LocalFunction, event: Any) -> str:
         """Queues the event for the function and returns its request id at once (Lambda's 202)."""
         request_id = str(uuid.uuid4())
-        now = time.time()
+        now = self._now()
         with self._changed:
             heapq.heappush(self._queue, _Queued(now, next(self._sequence), function, event, request_id, now))
             self._changed.notify()
@@ -171,6 +172,10 @@ class AsyncInvoker:
         """Every run of the function's asynchronous events so far, in order."""
         with self._changed:
             return list(self._history.get(function_name, []))
+
+    def _now(self) -> float:
+        """The invoker's clock: epoch seconds divided by `time_scale` (0.01: a hundred times faster)."""
+        return time.time() / self._scale
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="async-invoke", daemon=True)
@@ -189,8 +194,8 @@ class AsyncInvoker:
     def _run(self) -> None:
         while True:
             with self._changed:
-                while not self._stopping and (not self._queue or self._queue[0].due > time.time()):
-                    self._changed.wait(self._queue[0].due - time.time() if self._queue else None)
+                while not self._stopping and (not self._queue or self._queue[0].due > self._now()):
+                    self._changed.wait((self._queue[0].due - self._now()) * self._scale if self._queue else None)
                 if self._stopping:
                     return
                 queued = heapq.heappop(self._queue)
@@ -198,7 +203,7 @@ class AsyncInvoker:
 
     def _attempt(self, queued: _Queued) -> None:
         config = self._configs.get(queued.function.name, EventInvokeConfig())
-        if time.time() - queued.received > config.maximum_event_age_s * self._scale:
+        if config.retries.too_old(queued.received, self._now()):
             log.warning("%s: event %s too old, discarded", queued.function.name, queued.request_id)
             self._send(config.on_failure_queue_url, self._record(queued, "EventAgeExceeded", None))
             return
@@ -214,17 +219,17 @@ class AsyncInvoker:
             self._send(config.on_success_queue_url, self._record(queued, "Success", None, result))
 
     def _failed(self, queued: _Queued, config: EventInvokeConfig, exc: Exception) -> None:
-        retries_done = queued.attempts - 1
-        if retries_done < config.maximum_retry_attempts:
-            wait = RETRY_WAITS_S[min(retries_done, len(RETRY_WAITS_S) - 1)] * self._scale
+        now = self._now()
+        retry_at = config.retries.after_error(queued.attempts, now)
+        if retry_at is not None:
             log.warning(
                 "%s failed on an asynchronous event (attempt %d); retried in %.1f s",
                 queued.function.name,
                 queued.attempts,
-                wait,
+                (retry_at - now) * self._scale,
             )
             with self._changed:
-                queued.due = time.time() + wait
+                queued.due = retry_at
                 queued.sequence = next(self._sequence)
                 heapq.heappush(self._queue, queued)
                 self._changed.notify()

@@ -1,4 +1,4 @@
-"""The HTTP edge shared by both API functions: errors, bodies, tokens and paths.
+"""The HTTP edge shared by both API functions: errors, bodies, tokens, and the `$default` route.
 
 Every refusal leaves through `install`'s handlers as `{"error": ...}` with its status, so routes
 raise and never build an error reply themselves.
@@ -15,6 +15,7 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ValidationError
 
+from wakeup.api.routes import allowed_methods
 from wakeup.decoding import decode_object
 from wakeup.errors import (
     BadRequestError,
@@ -33,15 +34,6 @@ from wakeup.times import now
 from wakeup.tokens import PREFIXES, TokenKind, hash_token, is_token
 
 MAX_BODY_BYTES = 16 * 1024
-
-# The paths the API serves and their methods (template.yaml declares the same routes), so the
-# `$default` route can tell an unknown path (404) from a known one asked wrongly (405).
-KNOWN_PATHS: list[tuple[re.Pattern[str], list[str]]] = [
-    (re.compile(r"/wakeup/instances"), ["GET", "POST"]),
-    (re.compile(r"/wakeup/instances/[^/]+", re.DOTALL), ["GET", "DELETE"]),
-    (re.compile(r"/wakeup/instances/[^/]+/attempts", re.DOTALL), ["GET"]),
-    (re.compile(r"/wakeup/wake"), ["GET", "PUT"]),
-]
 
 Body = TypeVar("Body", bound=BaseModel)
 
@@ -80,12 +72,12 @@ def unknown_route_reply(method: str, path: str) -> Response[str]:
     A served path and method end here only when the path's id holds characters the router never
     matches (`"`, `\\`, a NUL, `€` ...): no instance has such an id, so it is 404 like any unknown id.
     """
-    for pattern, methods in KNOWN_PATHS:
-        if pattern.fullmatch(path):
-            if method in methods:
-                return error_reply(NotFoundError())
-            return error_reply(MethodNotAllowedError(methods))
-    return error_reply(NotFoundError("no such path"))
+    methods = allowed_methods(path)
+    if methods is None:
+        return error_reply(NotFoundError("no such path"))
+    if method in methods:
+        return error_reply(NotFoundError())
+    return error_reply(MethodNotAllowedError(methods))
 
 
 def install(app: APIGatewayHttpResolver) -> None:
