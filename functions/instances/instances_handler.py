@@ -9,6 +9,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from wakeup.api.http import authenticate, install, json_response, read_body
 from wakeup.api.models import RegisterInstanceBody, attempt_reply, instance_reply
 from wakeup.api.route_docs import body, query, replies
+from wakeup.deadlines import timed
 from wakeup.factories import get_store, get_throttle, get_triggers
 from wakeup.logic import instances
 from wakeup.logic.instances import MAX_PAGE
@@ -117,5 +118,6 @@ def delete_instance(instance_id: str) -> Response[str]:
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP, clear_state=True)
 @tracer.capture_lambda_handler
+@timed  # every request within the invocation's time left (wakeup.deadlines)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app.resolve(event, context)

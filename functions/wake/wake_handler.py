@@ -10,6 +10,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from wakeup.api.http import authenticate, install, json_response, read_body
 from wakeup.api.models import RegisterWakeBody, wake_reply
 from wakeup.api.route_docs import body, replies
+from wakeup.deadlines import timed
 from wakeup.factories import get_store, get_triggers
 from wakeup.logic.wakes import WakeLimit, read_wake, register_wake
 from wakeup.observability import logger, tracer
@@ -59,5 +60,6 @@ def get_wake() -> Response[str]:
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP, clear_state=True)
 @tracer.capture_lambda_handler
+@timed  # every request within the invocation's time left (wakeup.deadlines)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app.resolve(event, context)
