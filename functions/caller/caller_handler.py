@@ -19,6 +19,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from wakeup.deadlines import timed
 from wakeup.factories import get_signing_keys, get_store, get_triggers, require_master_key
 from wakeup.host_call import call_wake
 from wakeup.logic.delivery import Caller, publish, publish_baseline
@@ -89,6 +90,7 @@ def _deliver_batch(event: dict[str, Any], context: LambdaContext) -> PartialItem
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@timed  # every request within the invocation's time left (wakeup.deadlines)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     publish_baseline()
     if "Records" in event:

@@ -10,6 +10,7 @@ from wakeup.api.http import authenticate, install, json_response, read_body
 from wakeup.api.models import RegisterInstanceBody, attempt_reply, instance_reply
 from wakeup.api.route_docs import body, query, replies
 from wakeup.api.routes import DELETE_INSTANCE, GET_INSTANCE, LIST_ATTEMPTS, LIST_INSTANCES, REGISTER_INSTANCE
+from wakeup.deadlines import timed
 from wakeup.factories import get_store, get_throttle, get_triggers
 from wakeup.logic import instances
 from wakeup.logic.instances import MAX_PAGE
@@ -123,5 +124,6 @@ def delete_instance(id: str) -> Response[str]:
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP, clear_state=True)
 @tracer.capture_lambda_handler
+@timed  # every request within the invocation's time left (wakeup.deadlines)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app.resolve(event, context)

@@ -8,6 +8,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from wakeup.deadlines import timed
 from wakeup.event_source import CallerMapping, StackDeploys
 from wakeup.factories import get_pending_index
 from wakeup.logic.planner import PlannerSettings, Watch, publish, publish_idle, run
@@ -46,6 +47,7 @@ get_planner_settings()
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@timed  # every request within the invocation's time left (wakeup.deadlines)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = get_planner_settings()
     if not settings.mapping_uuid:

@@ -5,6 +5,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from wakeup.deadlines import timed
 from wakeup.factories import get_store, get_triggers
 from wakeup.logic.sweeper import UnreadShardsError, publish, sweep
 from wakeup.observability import logger, metrics, tracer
@@ -18,6 +19,7 @@ get_settings()
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@timed  # every request within the invocation's time left (wakeup.deadlines)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     try:
         result = sweep(get_store(), get_triggers(), get_settings(), now())

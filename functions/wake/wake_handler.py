@@ -11,6 +11,7 @@ from wakeup.api.http import authenticate, install, json_response, read_body
 from wakeup.api.models import RegisterWakeBody, wake_reply
 from wakeup.api.route_docs import body, replies
 from wakeup.api.routes import READ_WAKE, REGISTER_WAKE
+from wakeup.deadlines import timed
 from wakeup.factories import get_store, get_triggers
 from wakeup.logic.wakes import WakeLimit, read_wake, register_wake
 from wakeup.observability import logger, tracer
@@ -62,5 +63,6 @@ def get_wake() -> Response[str]:
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP, clear_state=True)
 @tracer.capture_lambda_handler
+@timed  # every request within the invocation's time left (wakeup.deadlines)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app.resolve(event, context)

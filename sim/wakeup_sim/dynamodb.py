@@ -22,6 +22,7 @@ from typing import Any
 from boto3.dynamodb.types import DYNAMODB_CONTEXT, TypeSerializer
 from botocore.exceptions import ClientError
 
+from wakeup.deadlines import AWS_REQUEST
 from wakeup.model import Account, CallRecord, Instance, TokenOwner
 from wakeup.signing import SigningVersions
 from wakeup.table import DynamoStore, Registered
@@ -48,8 +49,8 @@ from wakeup_sim import expressions
 
 Item = dict[str, Any]
 _serializer = TypeSerializer()
-# botocore's standard retry mode, as `wakeup.aws.CLIENT_CONFIG` sets it: three attempts in all.
-MAX_ATTEMPTS = 3
+# botocore's standard retry mode, as `wakeup.aws.CLIENT_CONFIG` sets it: its attempts in all.
+MAX_ATTEMPTS = AWS_REQUEST.attempts
 
 
 def _as_stored(item: Item) -> Item:

@@ -10,6 +10,7 @@ from typing import Any
 
 from greenlet import getcurrent
 
+from wakeup.table.items import dump, load
 from wakeup_sim.faults import LATE_APPLY_S, READ_TIMEOUT_S, STALE_S, FaultInjector, Kind
 from wakeup_sim.lambdas import Function
 from wakeup_sim.scheduler import Scheduler
@@ -171,5 +172,8 @@ class UnprocessedBatches:
         self.faults.note(f"{place} {Kind.UNPROCESSED.value}")
         left = self.faults.rng.randint(1, len(items))
         answer["Responses"][table] = items[left:]
-        answer["UnprocessedKeys"] = {table: {**request, "Keys": [{"pk": item["pk"]} for item in items[:left]]}}
+        # Its keys typed, as DynamoDB returns them and the store sends them again (the items
+        # answered are as the in-memory client gives them, loaded already).
+        keys = [dump({"pk": load(item)["pk"]}) for item in items[:left]]
+        answer["UnprocessedKeys"] = {table: {**request, "Keys": keys}}
         return answer

@@ -48,6 +48,7 @@ from wakeup_sim.faults import (
     FaultyHosts,
     FaultyIo,
     Kind,
+    TimedClient,
     signing_keys,
     skewed_clock,
     trigger_bodies,
@@ -176,7 +177,10 @@ def install(
 
     world.caller.call = FaultyHosts(world.caller.call, injector, lease_s, reregister).call
     world.caller.deliver = watch_deliveries(injector, world.caller.deliver)  # type: ignore[method-assign]
-    world.store.client = LateWrites(injector, world.store.client)
+    world.store.client = TimedClient(LateWrites(injector, world.store.client), injector)
+    # Each function's invocation has its time left: the caller checks it before its steps, and
+    # every function's requests are checked against it (`wakeup.deadlines`).
+    world.caller.time_left_s = injector.time_left_s
     stale_reads(injector, world.store)
     world.store.register_wake = watch_registrations(injector, world.store.register_wake)  # type: ignore[method-assign]
     watch_sweeps(injector, world.store)
@@ -202,7 +206,8 @@ def bound_s(deployment: Deployment, injector: FaultInjector, instance_id: str, a
     and a busy second's lateness: a fault elsewhere holds the poller or the batch a wake waits
     for), plus the backoff its faults cause: a cycle for each fault that met its deliveries (they
     compound), a sweep for each sweep of its shard a fault broke while it waited, and each failed
-    call's timeout and retry delay (`wakeup.logic.retry`)."""
+    attempt's call timeout and retry delay (`wakeup.logic.retry`): a call that could not be signed
+    is a failed attempt too, so the delays double from it."""
     s = deployment.settings
     watch = injector.watch
     shard = int(pending_shard(instance_id))
@@ -210,7 +215,8 @@ def bound_s(deployment: Deployment, injector: FaultInjector, instance_id: str, a
     # A sweep slowed by faults before the wake's shard, but not ended, re-arms it later, within
     # the sweeper's own timeout.
     slowed = any(at <= when <= called for when in watch.sweeps_failed.values())
-    calls = sum(deployment.settings.call_timeout_s + retry_delay_s(n) for n in watch.host_failures.get(instance_id, []))
+    # Each failed attempt's retry waits by its count of failures in a row, whatever failed it.
+    calls = sum(s.call_timeout_s + retry_delay_s(n) for n in watch.failed_attempts.get(instance_id, []))
     return (
         s.claim_lease_s
         + EARLY_REARM_S

@@ -36,13 +36,14 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
-from botocore.exceptions import ClientError, ReadTimeoutError
+from botocore.exceptions import BotoCoreError, ClientError, ReadTimeoutError
 from greenlet import getcurrent
 
 from wakeup import aws
 from wakeup.arrival import CLOCK_ERROR_S
+from wakeup.deadlines import check_request
 from wakeup.host_call import CallOutcome
-from wakeup.logic.delivery import Delivery
+from wakeup.logic.delivery import Delivery, Result
 from wakeup.model import Origin, Trigger
 from wakeup.signing import SigningKeys
 from wakeup.times import format_time
@@ -270,7 +271,10 @@ class Watch:
     new_ids: int = 0
     # What the bound of a wake's recovery adds up (see `fault_matrix.bound_s`), per instance.
     hits: Counter[str] = field(default_factory=Counter)
-    host_failures: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))  # attempt numbers
+    # Each failed attempt's count of failures in a row (its trigger's attempt + 1), per instance: a
+    # host's failed call, or a call not made because it could not be signed, each moves the
+    # retry's backoff on (`wakeup.logic.retry`).
+    failed_attempts: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
     # (a broken sweep's start, the shard it left: None for all) -> its first fault's time
     sweeps_failed: dict[tuple[float, int | None], float] = field(default_factory=dict)
     natural_timeouts: int = 0
@@ -423,6 +427,16 @@ class FaultInjector:
         cpu = self.cpu_of()
         return self._deadline.get(cpu, math.inf) if cpu is not None else math.inf
 
+    def time_left_s(self) -> float:
+        """The running invocation's time left, as its context's `get_remaining_time_in_millis` says
+        (on Lambda's own clock, not the environment's skewed one); unlimited outside one."""
+        return self.deadline() - self.engine.now
+
+    def before_request(self, place: str) -> None:
+        """What `wakeup.aws.client`'s clients check before each request (botocore's `before-call`):
+        `NoTimeForRequestError` when its retries could outlast the invocation's time left."""
+        check_request(self.time_left_s(), place)
+
     def past_deadline(self, at: str) -> None:
         """Ends the running function if Lambda's timeout passed during what it just did."""
         cpu = self.cpu_of()
@@ -569,10 +583,30 @@ class FaultyClient:
         place = f"{self.service}:{operation}"
 
         def call(**kwargs: Any) -> Any:
+            self.faults.before_request(place)
             kind = self.faults.draws(place, DELIVERY_KINDS) if self.deliveries is not None else None
             send = (lambda: method(**kwargs)) if kind is None else self.deliveries.send(place, kind, method, kwargs)
             return self.faults.request(place, self.latency_s, send)
 
+        return call
+
+
+class TimedClient:
+    """The store's DynamoDB client as `wakeup.aws.client` makes it: each request first checked
+    against the invocation's time left (`FaultInjector.before_request`), before its first attempt."""
+
+    def __init__(self, inner: Any, faults: FaultInjector) -> None:
+        self.inner, self.faults = inner, faults
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+        place = "dynamodb:" + "".join(part.capitalize() for part in name.split("_"))
+
+        def call(**kwargs: Any) -> Any:
+            self.faults.before_request(place)
+            return method(**kwargs)
+
+        setattr(self, name, call)  # made once a method
         return call
 
 
@@ -618,9 +652,11 @@ class FaultySecrets:
         now = self.faults.engine.now
         if cpu is not None and self.cache.get(cpu, -1.0) > now:
             return self.value
+        place = "secretsmanager:GetSecretValue"
         try:
-            value = self.faults.request("secretsmanager:GetSecretValue", SECRETS_LATENCY_S, lambda: self.value)
-        except (ClientError, ReadTimeoutError) as exc:
+            self.faults.before_request(place)
+            value = self.faults.request(place, SECRETS_LATENCY_S, lambda: self.value)
+        except (ClientError, BotoCoreError) as exc:  # Powertools wraps any error of its read so
             raise GetParameterError(str(exc)) from exc
         if cpu is not None:
             self.cache[cpu] = self.faults.engine.now + max_age
@@ -702,8 +738,6 @@ class FaultyHosts:
             watch.woken.setdefault(key, started)
         if outcome.ok:
             watch.first_2xx.setdefault(key, started)
-        else:
-            watch.host_failures[instance_id].append(len(watch.host_failures[instance_id]) + 1)
         return outcome
 
     def _starts(self, instance_id: str, reg: str, now: float) -> Busy:
@@ -750,14 +784,17 @@ class FaultyHosts:
 
 def watch_deliveries(faults: FaultInjector, deliver: Callable[[Trigger, Origin], Delivery]) -> Callable[..., Delivery]:
     """The caller's `deliver`, with the trigger's wake as its task's context; a call whose
-    function died after it is noted so."""
+    function died after it is noted so, and a failed attempt with its count of failures."""
 
     def watched(trigger: Trigger, source: Origin) -> Delivery:
         task = getcurrent()
         faults.context[task] = trigger.instance_id
         faults.context_cpu[task] = faults.cpu_of()
         try:
-            return deliver(trigger, source)
+            delivery = deliver(trigger, source)
+            if delivery.result in (Result.FAILED, Result.GIVEN_UP):
+                faults.watch.failed_attempts[trigger.instance_id].append(trigger.attempt + 1)
+            return delivery
         except Died:
             note = faults.call_note.get(task)
             if note is not None:

@@ -7,7 +7,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from wakeup.deadlines import AWS_REQUEST
+from wakeup.deadlines import AWS_REQUEST, INVOCATION
 
 # botocore's standard retry mode backs off on throttling and transient errors; the timeouts and the
 # attempts are one request's budget (`wakeup.deadlines.AWS_REQUEST`: its whole chain fits the time
@@ -27,9 +27,18 @@ _making = threading.Lock()
 
 
 def client(service: str) -> Any:
-    """A client for `service` (the endpoint from `AWS_ENDPOINT_URL` when set, as boto3 does)."""
+    """A client for `service` (the endpoint from `AWS_ENDPOINT_URL` when set, as boto3 does), whose
+    every request is first checked against the invocation's time left: one whose retries could
+    outlast it is not sent (`wakeup.deadlines.NoTimeForRequestError`)."""
     with _making:
-        return boto3.client(service, config=CLIENT_CONFIG)  # type: ignore[call-overload]
+        made = boto3.client(service, config=CLIENT_CONFIG)  # type: ignore[call-overload]
+    # botocore emits `before-call` once a request, before its first attempt and its retries.
+    made.meta.events.register("before-call", _within_time)
+    return made
+
+
+def _within_time(model: Any, **_: Any) -> None:
+    INVOCATION.check_request(f"{model.service_model.service_name}:{model.name}")
 
 
 def error_code(exc: ClientError) -> str:

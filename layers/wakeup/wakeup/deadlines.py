@@ -6,7 +6,13 @@ The caller checks these against the time its invocation has left and the lease i
 (`wakeup.logic.delivery`); `wakeup.settings` refuses a lease that could never cover them.
 """
 
+import functools
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from botocore.exceptions import BotoCoreError
 
 from wakeup.arrival import EARLY_REARM_S
 
@@ -89,3 +95,72 @@ def longest_call_s() -> float:
     """The longest call a caller invocation can hold with its claim and its outcome's write: a
     longer one would never be claimed, each trigger sent again at once, forever."""
     return CALLER_TIMEOUT_S - time_to_claim_s(0.0)
+
+
+# -- the invocation's time left ------------------------------------------------------------------
+
+
+class NoTimeForRequestError(BotoCoreError):
+    """A request not sent: its whole retry chain (`AWS_REQUEST.worst_s`) could outlast the time the
+    invocation has left, and Lambda's timeout would end the invocation in the middle of it (an SQS
+    batch's every record with it). A `BotoCoreError`, a request that failed before it applied, so
+    that every path that handles one handles it: the work is left to a retry (the API's 503, a
+    message that comes back) or to the sweeper, never half done by a function that Lambda ended."""
+
+    fmt = "{operation} not sent: {left_s:.1f} s left in the invocation, its retries may take {needed_s:g} s"
+
+
+def check_request(time_left_s: float, operation: str) -> None:
+    """Raises `NoTimeForRequestError` unless `time_left_s` holds `operation`'s whole retry chain."""
+    if time_left_s < AWS_REQUEST.worst_s:
+        raise NoTimeForRequestError(operation=operation, left_s=time_left_s, needed_s=AWS_REQUEST.worst_s)
+
+
+class Context(Protocol):
+    """What a handler's `context` offers for its time: "Using the Lambda context object to retrieve
+    Python function information" (https://docs.aws.amazon.com/lambda/latest/dg/python-context.html):
+    `get_remaining_time_in_millis` returns the milliseconds left before the execution times out."""
+
+    def get_remaining_time_in_millis(self) -> int: ...
+
+
+class Invocation:
+    """The running invocation's time left, as its context says. An execution environment runs one
+    invocation at a time ("Understanding Lambda function scaling", Lambda developer guide), so there
+    is one per process, which every client's requests check (`wakeup.aws.client`); outside an
+    invocation (a test, a tool) there is no limit."""
+
+    def __init__(self) -> None:
+        self._context: Context | None = None
+
+    def time_left_s(self) -> float:
+        context = self._context
+        return math.inf if context is None else context.get_remaining_time_in_millis() / 1000
+
+    def check_request(self, operation: str) -> None:
+        check_request(self.time_left_s(), operation)
+
+    def begin(self, context: Context) -> None:
+        self._context = context
+
+    def end(self) -> None:
+        self._context = None
+
+
+INVOCATION = Invocation()
+
+Handler = TypeVar("Handler", bound=Callable[..., Any])
+
+
+def timed(handler: Handler) -> Handler:
+    """A Lambda handler whose requests are each checked against its invocation's time left."""
+
+    @functools.wraps(handler)
+    def run(event: Any, context: Any) -> Any:
+        INVOCATION.begin(context)
+        try:
+            return handler(event, context)
+        finally:
+            INVOCATION.end()
+
+    return run  # type: ignore[return-value]

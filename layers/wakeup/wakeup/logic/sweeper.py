@@ -4,6 +4,10 @@ The table is the truth and triggers are hints. A wake written to the table whose
 schedule was never made (a crash, or AWS failing between the two writes) stays pending with its
 time in the past; every minute the sweeper looks for those, through the sharded pending-wakes
 index, and arms them again. A wake whose call is in flight (a live claim) is left alone.
+
+A sweep stops when the invocation's time left no longer holds a request (`wakeup.deadlines`): the
+shards it did not reach, and the wake it was re-arming, are the next sweep's, rather than Lambda's
+timeout ending it in the middle.
 """
 
 from dataclasses import dataclass, replace
@@ -12,6 +16,7 @@ from datetime import datetime, timedelta
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
+from wakeup.deadlines import NoTimeForRequestError
 from wakeup.errors import UnavailableError
 from wakeup.logic.wakes import trigger_for
 from wakeup.model import Instance, Origin
@@ -49,22 +54,28 @@ def sweep(store: Store, triggers: Triggers, settings: Settings, now: datetime) -
     for shard in range(PENDING_SHARDS):
         try:
             found = store.overdue(shard, before)
+            for instance in found:
+                overdue += 1
+                try:
+                    if _rearm(store, triggers, instance, now):
+                        rearmed += 1
+                except NoTimeForRequestError:
+                    raise
+                except (ClientError, BotoCoreError):
+                    # One wake that cannot be armed now must not keep the others waiting; it is
+                    # still overdue, so the next sweep tries it again.
+                    failed += 1
+                    logger.exception("overdue wake could not be re-armed", instance_id=instance.id)
+        except NoTimeForRequestError:
+            # This shard's wakes not yet re-armed, and the shards after it, are the next sweep's.
+            unread.extend(range(shard, PENDING_SHARDS))
+            logger.warning("sweep stopped: no time left for its requests", shards_left=PENDING_SHARDS - shard)
+            break
         except (ClientError, BotoCoreError, UnavailableError):
             # A shard the table will not read now (a throttled query, keys BatchGetItem leaves
             # unprocessed) must not leave the shards after it unswept; the next sweep reads it again.
             unread.append(shard)
             logger.exception("a shard of the pending-wakes index could not be read", shard=shard)
-            continue
-        for instance in found:
-            overdue += 1
-            try:
-                if _rearm(store, triggers, instance, now):
-                    rearmed += 1
-            except (ClientError, BotoCoreError):
-                # One wake that cannot be armed now must not keep the others waiting; it is still
-                # overdue, so the next sweep tries it again.
-                failed += 1
-                logger.exception("overdue wake could not be re-armed", instance_id=instance.id)
     result = Sweep(overdue=overdue, rearmed=rearmed, failed=failed + len(unread))
     if unread:
         raise UnreadShardsError(result, unread)
