@@ -41,10 +41,11 @@ $(STAMP): pyproject.toml client/pyproject.toml
 run: $(STAMP)
 	@$(BIN)/wakeup-local --port $(PORT)
 
-# lint and `collect` side by side (each keeps one core busy), then the tests.
+# lint and `collect` side by side (each keeps one core busy), then the tests; the CPU-heavy
+# simulations (below) start before lint and collect, as they are the last of `make pytest` to finish:
+# at their low priority they take only what lint and collect leave idle. A lint failure stops them.
 test: $(STAMP)
-	$(MAKE) --no-print-directory -j 2 lint collect
-	$(MAKE) --no-print-directory pytest
+	@$(MAKE) --no-print-directory pytest FIRST="lint collect"
 
 # Imports every test module once, so that Python's bytecode cache and pytest's rewritten tests are
 # written by one process: else `make pytest`'s workers each compile moto, boto3 and the tests
@@ -70,9 +71,11 @@ lint: $(STAMP)
 # of it): they take what the timed tests leave idle. (Not nice 19: beside other work at nice 10
 # they starved; their timeout is longer for a busy machine.) Last, the tests marked `alone` (the 100-wake
 # burst, the SQS poller's promptness), timed against the one-second goal with nothing beside them.
+# FIRST: targets made once the simulations have started, before the other tests (`make test`'s).
 pytest: $(STAMP)
 	@heavy_log=$$(mktemp); \
 	nice -n 10 $(BIN)/pytest -n 2 --timeout 900 -m cpu_heavy tests/unit > $$heavy_log 2>&1 & heavy=$$!; \
+	$(if $(FIRST),$(MAKE) --no-print-directory -j 2 $(FIRST) || { kill $$heavy; wait $$heavy; rm -f $$heavy_log; exit 1; };) \
 	$(BIN)/pytest -n 6 --dist worksteal -m "not cpu_heavy and not alone"; status=$$?; \
 	wait $$heavy || status=1; \
 	echo "--- the CPU-heavy simulations, run meanwhile:"; cat $$heavy_log; rm -f $$heavy_log; \

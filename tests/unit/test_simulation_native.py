@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sim.build_native import HOT
 from wakeup_sim.scenarios import Scenario
 
@@ -78,6 +80,9 @@ def _build(target: Path) -> None:
     assert built.returncode == 0, f"{built.stdout.decode()}\n{built.stderr.decode()}"
 
 
+# The longest of `make pytest`'s CPU-heavy run: slow, so that a worker starts with it (tests/conftest.py)
+# rather than taking it last and running on alone after the others have finished.
+@pytest.mark.slow
 def test_compiled_scenarios_give_every_figure_the_python_ones_give(tmp_path: Path) -> None:
     # One test, so that the build (20 s of CPU) is made once, whichever worker runs it. The Python
     # modules' run needs no build: it runs meanwhile, on a core the build may leave idle.
