@@ -128,9 +128,11 @@ def test_without_report_batch_item_failures_a_returned_batch_is_deleted_whole(st
     assert len(handled(stack, "WholeBatchFunction", "fail-3")) == 1
 
 
+# The two `alone` tests share the module's stack (their messages' bodies are their own): make
+# pytest runs them last, one after the other, where a stack started for each is waited for alone.
 @pytest.mark.alone
-def test_a_delayed_message_is_handed_over_when_due_and_not_before(start_stack: StartStack) -> None:
-    stack = start_stack()
+def test_a_delayed_message_is_handed_over_when_due_and_not_before(module_stack: LocalStack) -> None:
+    stack = module_stack
     warm_up(stack, "QueueFunction", 1, NO_RECORDS)
     sent = time.time()
     stack.clients.sqs.send_message(QueueUrl=stack.resources.queues["Queue"].url, MessageBody="ok-4", DelaySeconds=2)
@@ -141,9 +143,9 @@ def test_a_delayed_message_is_handed_over_when_due_and_not_before(start_stack: S
 
 @pytest.mark.alone
 def test_a_hundred_messages_due_at_once_are_all_received_within_a_second_and_handed_over(
-    start_stack: StartStack,
+    module_stack: LocalStack,
 ) -> None:
-    stack = start_stack()
+    stack = module_stack
     warm_up(stack, "QueueFunction", 16, NO_RECORDS)
     bodies = [f"ok-many-{n}" for n in range(100)]
     for start in range(0, 100, 10):
