@@ -49,6 +49,7 @@ from wakeup_sim.faults import (
     FaultyIo,
     Kind,
     TimedClient,
+    owed,
     signing_keys,
     skewed_clock,
     trigger_bodies,
@@ -348,7 +349,8 @@ def _row(
         acked = watch.acked.get(instance_id)
         if acked is None:
             continue  # its client never got a 2xx: nothing was promised
-        key = (instance_id, acked[1])
+        woken = [reg for reg in owed(watch, instance_id) if (instance_id, reg) in watch.woken]
+        key = (instance_id, acked[1] if acked[1] in woken or not woken else woken[0])
         called = watch.woken.get(key)  # the host's first 2xx for it
         if called is None:
             lost += 1

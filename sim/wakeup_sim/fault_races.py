@@ -145,9 +145,9 @@ class _Races:
                 self.moved[result.instance.id] = self.applied
             return result
 
-        def acknowledged(instance_id: str, reg: str) -> None:
+        def acknowledged(instance_id: str, reg: str, sent: float | None = None) -> None:
             if not self._forgotten(instance_id, reg):
-                acknowledge(instance_id, reg)
+                acknowledge(instance_id, reg, sent)
 
         store.register_wake = registered  # type: ignore[method-assign]
         store.register_instance = moved  # type: ignore[method-assign]

@@ -252,6 +252,9 @@ class Watch:
     registered_at: dict[tuple[str, str], float] = field(default_factory=dict)  # (instance, reg) -> at
     # The registration each client last got a 2xx for (instance -> (when, reg)): the wake it is owed.
     acked: dict[str, tuple[float, str]] = field(default_factory=dict)
+    # Every 2xx each client got (instance -> [(its request sent, its 2xx, reg)]): requests that
+    # overlap may apply in either order, so the wake owed may be another's of those (`owed`).
+    acks: dict[str, list[tuple[float, float, str]]] = field(default_factory=lambda: defaultdict(list))
     # What each host is busy with (instance -> its calls not yet ended, on the true clock).
     busy: dict[str, list[Busy]] = field(default_factory=lambda: defaultdict(list))
     concurrent: int = 0  # a call started while its host was busy with the same registration
@@ -316,9 +319,11 @@ class FaultInjector:
         self.registered: dict[Any, tuple[str, str]] = {}  # task -> the (instance, reg) it wrote
         self.quiet: set[Any] = set()  # tasks whose requests meet no fault (a late write's own)
 
-    def acknowledge(self, instance_id: str, reg: str) -> None:
-        """The client got its 2xx for this registration now."""
+    def acknowledge(self, instance_id: str, reg: str, sent: float | None = None) -> None:
+        """The client got its 2xx now for this registration, whose request it sent at `sent` (now
+        when not said)."""
         self.watch.acked[instance_id] = (self.engine.now, reg)
+        self.watch.acks[instance_id].append((self.engine.now if sent is None else sent, self.engine.now, reg))
 
     # -- bookkeeping -----------------------------------------------------------------------------
 
@@ -823,6 +828,19 @@ def watch_registrations(
     return watched
 
 
+def owed(watch: Watch, instance_id: str) -> set[str]:
+    """The registrations of which the client is owed one wake: its last 2xx's, and any other it
+    got a 2xx for whose request overlapped it. A client that sends a registration before the reply
+    to its previous one has no order between the two: the table may apply either last, and both
+    answers are true (each was written). One acknowledged before another was sent is over."""
+    acked = watch.acked.get(instance_id)
+    if acked is None:
+        return set()
+    acks = watch.acks.get(instance_id, [])
+    latest_sent = max((sent for sent, _, _ in acks), default=-math.inf)
+    return {acked[1]} | {reg for _, at, reg in acks if at >= latest_sent}
+
+
 def watch_acknowledgements(faults: FaultInjector, function: Function) -> None:
     """The wake function, as its client sees it: an invocation that returns is the route's 2xx,
     for the registration it wrote (the latest 2xx is the wake the client is owed)."""
@@ -831,10 +849,11 @@ def watch_acknowledgements(faults: FaultInjector, function: Function) -> None:
     def handler(payload: Any) -> Any:
         task = getcurrent()
         faults.registered.pop(task, None)
+        sent = faults.engine.now
         result = inner(payload)
         written = faults.registered.pop(task, None)
         if written is not None:
-            faults.acknowledge(*written)
+            faults.acknowledge(*written, sent=sent)
         return result
 
     function.handler = handler

@@ -169,3 +169,24 @@ def test_a_host_answering_past_the_lease_stays_busy_when_lambda_ended_its_caller
     engine.run(200.0)
     # then: the host still works on the first only when its connection was left open
     assert injector.watch.concurrent == concurrent
+
+
+def test_the_wake_owed_is_any_of_the_overlapping_registrations_a_client_got_2xx_for() -> None:
+    # A sent at 10, B sent at 12; A's 2xx came last (13), after B's (12.5): the two overlapped, the
+    # table may have applied either last, and both answers are true. C was sent and answered
+    # before either was sent: over.
+    watch = faults.Watch()
+    for sent, answered, reg in ((1.0, 2.0, "C"), (12.0, 12.5, "B"), (10.0, 13.0, "A")):
+        watch.acked["i"] = (answered, reg)
+        watch.acks["i"].append((sent, answered, reg))
+
+    assert faults.owed(watch, "i") == {"A", "B"}
+
+
+def test_a_registration_answered_before_the_next_was_sent_is_no_longer_owed() -> None:
+    watch = faults.Watch()
+    for sent, answered, reg in ((10.0, 11.0, "A"), (12.0, 12.5, "B")):
+        watch.acked["i"] = (answered, reg)
+        watch.acks["i"].append((sent, answered, reg))
+
+    assert faults.owed(watch, "i") == {"B"}
