@@ -41,7 +41,7 @@ from greenlet import getcurrent
 
 from wakeup import aws
 from wakeup.arrival import CLOCK_ERROR_S
-from wakeup.deadlines import check_request
+from wakeup.deadlines import NoTimeForRequestError, check_request
 from wakeup.host_call import CallOutcome
 from wakeup.logic.delivery import Delivery, Result
 from wakeup.model import Origin, Trigger
@@ -49,6 +49,7 @@ from wakeup.signing import SigningKeys
 from wakeup.times import format_time
 from wakeup_sim.dynamodb import Io
 from wakeup_sim.engine import Cpu, Engine
+from wakeup_sim.fault_records import UNRECORDED, RecordLog, Records
 from wakeup_sim.lambdas import Function
 
 T = TypeVar("T")
@@ -228,10 +229,12 @@ class CallNote:
     seen: bool = False  # and the caller saw that 2xx
     died: bool = False  # its function died (or reached Lambda's timeout) after the call
     faults: list[str] = field(default_factory=list)
+    record: RecordLog = field(default_factory=RecordLog)  # its outcome write's attempts, after a 2xx it saw
 
 
 # A duplicate the promise allows: after a 2xx the caller could not see, or after a 2xx whose
-# function died between the reply and its record (DESIGN section 7).
+# function died between the reply and its record (DESIGN section 7), or whose record no attempt
+# could write within the lease (`fault_records.UNRECORDED`: the same floor, the table never told).
 UNSEEN = "a 2xx the caller could not see"
 DIED = "its function died between the reply and its record"
 
@@ -264,7 +267,7 @@ class Watch:
     first_2xx: dict[tuple[str, str], float] = field(default_factory=dict)  # caller-seen, the call's start
     woken: dict[tuple[str, str], float] = field(default_factory=dict)  # host-seen: its first 2xx call's start
     answered: dict[tuple[str, str], CallNote] = field(default_factory=dict)  # the last call the host answered 2xx
-    # Second calls after a 2xx: allowed ones by cause (UNSEEN, DIED); the others by the faults the
+    # Second calls after a 2xx: allowed ones by cause (UNSEEN, DIED, UNRECORDED); the others by the faults the
     # call after whose 2xx it came met ("no fault" when none): they fail the row.
     duplicates: Counter[str] = field(default_factory=Counter)
     unexplained: Counter[str] = field(default_factory=Counter)
@@ -546,30 +549,42 @@ class FaultInjector:
 
 
 class FaultyIo(Io):
-    """DynamoDB's `Io`, with the row's faults at each attempt (and the function's points)."""
+    """DynamoDB's `Io`, with the row's faults at each attempt (and the function's points); each
+    attempt of a call's record kept by `records` (what it met, when it applied)."""
 
-    def __init__(self, inner: Io, faults: FaultInjector) -> None:
+    def __init__(self, inner: Io, faults: FaultInjector, records: Records | None = None) -> None:
         self.inner = inner
         self.faults = faults
+        self.records = records or Records(faults)
 
     def request(self, operation: str) -> None:
         self.faults.point(f"dynamodb:{operation}")
+        self.records.begin(operation)
         self.inner.request(operation)
 
     def admit(self, reads: float, writes: int, index_writes: list[tuple[str, Any, int]]) -> bool:
-        return self.inner.admit(reads, writes, index_writes)
+        admitted = self.inner.admit(reads, writes, index_writes)
+        self.records.end(failed=not admitted)  # the table's own throttle
+        return admitted
 
     def backoff(self, attempt: int) -> None:
         if self.faults._last_kind.pop(getcurrent(), Kind.THROTTLE) is Kind.THROTTLE:
             self.inner.backoff(attempt)  # a throttle, injected or the table's own
         else:
             self.faults.engine.sleep(self.faults.backoff_s("dynamodb", attempt))
+        self.records.end()  # a failed request is seen by its client after its last backoff
 
     def fault(self, operation: str, attempt: int) -> Exception | None:
-        return self.faults.fault(f"dynamodb:{operation}", attempt)
+        error = self.faults.fault(f"dynamodb:{operation}", attempt)
+        if error is not None:
+            self.records.end(failed=True)
+        return error
 
     def reply_lost(self, operation: str) -> Exception | None:
-        return self.faults.reply_lost(f"dynamodb:{operation}")
+        self.records.applied()  # asked only of an attempt that reached the table and, a write, applied
+        error = self.faults.reply_lost(f"dynamodb:{operation}")
+        self.records.end()
+        return error
 
 
 class FaultyClient:
@@ -598,17 +613,23 @@ class FaultyClient:
 
 class TimedClient:
     """The store's DynamoDB client as `wakeup.aws.client` makes it: each request first checked
-    against the invocation's time left (`FaultInjector.before_request`), before its first attempt."""
+    against the invocation's time left (`FaultInjector.before_request`), before its first attempt;
+    a record's request not sent for it is kept by `records`."""
 
-    def __init__(self, inner: Any, faults: FaultInjector) -> None:
-        self.inner, self.faults = inner, faults
+    def __init__(self, inner: Any, faults: FaultInjector, records: Records | None = None) -> None:
+        self.inner, self.faults, self.records = inner, faults, records or Records(faults)
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.inner, name)
-        place = "dynamodb:" + "".join(part.capitalize() for part in name.split("_"))
+        operation = "".join(part.capitalize() for part in name.split("_"))
+        place = f"dynamodb:{operation}"
 
         def call(**kwargs: Any) -> Any:
-            self.faults.before_request(place)
+            try:
+                self.faults.before_request(place)
+            except NoTimeForRequestError:
+                self.records.not_sent(operation)
+                raise
             return method(**kwargs)
 
         setattr(self, name, call)  # made once a method
@@ -760,7 +781,8 @@ class FaultyHosts:
 
     def _duplicate(self, note: CallNote) -> None:
         """A call after the host answered this registration 2xx: allowed after a 2xx the caller
-        could not see or a death before its record, else put down to what the first call met."""
+        could not see, a death before its record, or a record no attempt could write within the
+        lease (`RecordLog.lapsed`), else put down to what the first call met."""
         watch = self.faults.watch
         answered = watch.answered.get(note.key)
         if answered is None:
@@ -771,6 +793,8 @@ class FaultyHosts:
             watch.duplicates[UNSEEN] += 1
         elif answered.died:
             watch.duplicates[DIED] += 1
+        elif answered.record.lapsed(self.faults.engine.now):
+            watch.duplicates[UNRECORDED] += 1
         else:
             watch.unexplained[" + ".join(dict.fromkeys(answered.faults)) or "no fault"] += 1
 
