@@ -170,7 +170,6 @@ def install(
         world.triggers.scheduler, "scheduler", injector, p.scheduler_latency_s, deliveries
     )
     world.caller.signing = signing_keys(world.engine, injector, "sim-master-key-" + "0" * 32, "sim-master-key")
-    lease_s = d.settings.claim_lease_s + EARLY_REARM_S
 
     def reregister(instance_id: str) -> None:
         wake = (wakes or {}).get(instance_id)
@@ -178,7 +177,7 @@ def install(
             now = world.engine.now
             world.register(wake, now + injector.rng.uniform(1.0, 30.0), now)
 
-    world.caller.call = FaultyHosts(world.caller.call, injector, lease_s, reregister).call
+    world.caller.call = FaultyHosts(world.caller.call, injector, reregister).call
     world.caller.deliver = watch_deliveries(injector, world.caller.deliver)  # type: ignore[method-assign]
     world.store.client = TimedClient(LateWrites(injector, world.store.client, records), injector, records)
     # Each function's invocation has its time left: the caller checks it before its steps, and

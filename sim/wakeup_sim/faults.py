@@ -239,13 +239,18 @@ UNSEEN = "a 2xx the caller could not see"
 DIED = "its function died between the reply and its record"
 
 
-@dataclass
+@dataclass(eq=False)  # each call its own, however alike
 class Busy:
     """A host busy with a call: from its start until it answers or its connection is gone."""
 
     reg: str
     start: float
     end: float = math.inf  # still busy
+    # Lambda's timeout of the caller's invocation: its environment, and the connection, end then.
+    deadline: float = math.inf
+
+    def until(self) -> float:
+        return min(self.end, self.deadline)
 
 
 @dataclass
@@ -313,6 +318,8 @@ class FaultInjector:
         self._doom: dict[Cpu, tuple[Kind, int]] = {}
         self._points: Counter[Cpu] = Counter()
         self.dead: set[Cpu] = set()
+        # Each environment's calls under way (their hosts busy until the call or the environment ends).
+        self.connections: dict[Cpu, list[Busy]] = defaultdict(list)
         # The wake each task works on (its instance id), and the call it made, if any.
         self.context: dict[Any, str] = {}
         self.context_cpu: dict[Any, Cpu | None] = {}
@@ -425,10 +432,26 @@ class FaultInjector:
             del self._doom[cpu]
             if doom[0] is Kind.TIMES_OUT:
                 self.engine.sleep(max(self._deadline[cpu] - self.engine.now, 0.0))
-            self.dead.add(cpu)
+            self.environment_ends(cpu)
             self.note(f"function:{name} {doom[0].value} before {before}")
             raise Died(name)
         self.past_deadline(before)
+
+    def environment_ends(self, cpu: Cpu) -> None:
+        """The environment's runtime is ended now (or at its deadline, passed): so are its calls.
+
+        "If the Lambda function crashes or times out during the Invoke phase, Lambda resets the
+        execution environment. The reset behaves like a Shutdown event": Lambda first shuts down
+        the runtime ("Understanding the Lambda execution environment lifecycle", Lambda developer
+        guide, "Failures during the invoke phase"). The runtime is a process, and when a process
+        ends all of its open file descriptors are closed (POSIX `_exit`): its sockets with them. So
+        a host sees the connection closed at the environment's end, as it sees a live caller hang
+        up at its call's timeout, and is busy no longer, even one that would answer past the lease.
+        """
+        self.dead.add(cpu)
+        ended = min(self.engine.now, self._deadline.get(cpu, math.inf))
+        for busy in self.connections.pop(cpu, []):
+            busy.end = min(busy.end, ended)
 
     def deadline(self) -> float:
         """When Lambda's timeout ends the running function (never, outside one)."""
@@ -449,7 +472,7 @@ class FaultInjector:
         """Ends the running function if Lambda's timeout passed during what it just did."""
         cpu = self.cpu_of()
         if cpu is not None and cpu in self._function and self.engine.now >= self._deadline[cpu]:
-            self.dead.add(cpu)
+            self.environment_ends(cpu)
             self.watch.natural_timeouts += 1
             self.note(f"{self._function[cpu]} reached Lambda's timeout before {at}", injected=False)
             raise Died(self._function[cpu])
@@ -711,10 +734,9 @@ class FaultyHosts:
         self,
         inner: Callable[..., CallOutcome],
         faults: FaultInjector,
-        lease_s: float,
         reregister: Callable[[str], None] = lambda _: None,
     ) -> None:
-        self.inner, self.faults, self.lease_s, self.reregister = inner, faults, lease_s, reregister
+        self.inner, self.faults, self.reregister = inner, faults, reregister
 
     def call(
         self, url: str, instance_id: str, timeout_s: float, signature_headers: Mapping[str, str] | None = None
@@ -736,9 +758,13 @@ class FaultyHosts:
         self._duplicate(note)
         kind = faults.draws(HOST, (*HOST_KINDS, Kind.REREGISTERS))
         busy = None
+        cpu = faults.cpu_of()
         if kind not in (Kind.DNS, Kind.CONNECT):  # those never reach the host
             busy = self._starts(instance_id, key[1], started)
-        cpu = faults.cpu_of()
+            if cpu is not None:
+                # The connection closes at the latest when the environment ends (`environment_ends`).
+                busy.deadline = faults.deadline()
+                faults.connections[cpu].append(busy)
         try:
             if kind is None or kind is Kind.REREGISTERS:
                 if kind is Kind.REREGISTERS:
@@ -751,12 +777,12 @@ class FaultyHosts:
                 outcome = self._faulty(kind, timeout_s, note)
         finally:
             if busy is not None:
-                busy.end = engine.now
-                # An environment that Lambda ended during the call is not assumed to close its
-                # connection: a host answering past the lease is busy until it answers.
-                ended = engine.now >= faults.deadline() or cpu in faults.dead
-                if kind is Kind.SLOW and ended:
-                    busy.end = max(busy.end, started + self.lease_s + 1.0)
+                # The caller's answer, or its hang-up at the timeout (a host answering past the
+                # lease is still at work then, its connection gone); earlier if the caller's
+                # environment ended during the call (`FaultInjector.environment_ends`).
+                busy.end = min(busy.end, engine.now)
+                if cpu is not None and busy in faults.connections.get(cpu, ()):
+                    faults.connections[cpu].remove(busy)
         faults.past_deadline("the host call's end")  # it ran past: the environment ended during it
         note.seen = outcome.ok
         if note.host_2xx:
@@ -770,7 +796,7 @@ class FaultyHosts:
         """The host's new call: a concurrent one if it is busy with the same registration, an
         overlapping one if with another."""
         watch = self.faults.watch
-        calls = watch.busy[instance_id] = [b for b in watch.busy[instance_id] if b.end > now]
+        calls = watch.busy[instance_id] = [b for b in watch.busy[instance_id] if b.until() > now]
         if any(b.reg == reg for b in calls):
             watch.concurrent += 1
         elif calls:
