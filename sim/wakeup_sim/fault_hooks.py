@@ -11,6 +11,7 @@ from typing import Any
 from greenlet import getcurrent
 
 from wakeup.table.items import dump, load
+from wakeup_sim.fault_records import RECORD_OPERATION, Records
 from wakeup_sim.faults import LATE_APPLY_S, READ_TIMEOUT_S, STALE_S, FaultInjector, Kind
 from wakeup_sim.lambdas import Function
 from wakeup_sim.scheduler import Scheduler
@@ -101,10 +102,11 @@ class LateWrites:
     late: the first attempt times out at the client, botocore's retry applies, and the first
     attempt lands afterwards, up to `LATE_APPLY_S` later, as it was sent: the very request, its
     condition and values those of the moment it was sent (a condition that no longer holds
-    refuses it, as DynamoDB would)."""
+    refuses it, as DynamoDB would). A call's record's late attempt is kept by `records`: its client
+    timed out on it, and it applied when it landed, if it did."""
 
-    def __init__(self, faults: FaultInjector, inner: Any) -> None:
-        self.faults, self.inner = faults, inner
+    def __init__(self, faults: FaultInjector, inner: Any, records: Records | None = None) -> None:
+        self.faults, self.inner, self.records = faults, inner, records or Records(faults)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -114,21 +116,30 @@ class LateWrites:
         if self.faults.draws(place, (Kind.APPLIES_LATE,)) is None:
             return self.inner.update_item(**request)
         self.faults.note(f"{place} {Kind.APPLIES_LATE.value}")
+        attempt = self.records.begin(RECORD_OPERATION)
         lands = self.faults.engine.now + READ_TIMEOUT_S + self.faults.rng.random() * LATE_APPLY_S
-        self.faults.engine.spawn(_land, self.faults, self.inner.update_item, request, when=lands)
+        landed = self.records.landed(attempt)
+        self.faults.engine.spawn(_land, self.faults, self.inner.update_item, request, landed, when=lands)
         self.faults.engine.sleep(READ_TIMEOUT_S)  # the first attempt's timeout, then the retry
+        self.records.end(failed=True)
         return self.inner.update_item(**request)
 
 
-def _land(faults: FaultInjector, write: Callable[..., Any], request: dict[str, Any]) -> None:
+def _land(
+    faults: FaultInjector,
+    write: Callable[..., Any],
+    request: dict[str, Any],
+    applied: Callable[[], None] = lambda: None,
+) -> None:
     task = getcurrent()
     faults.quiet.add(task)
     try:
         write(**request)
     except Exception:  # noqa: BLE001, S110 (a refused condition: the late write did not apply)
-        pass
+        return
     finally:
         faults.quiet.discard(task)
+    applied()
 
 
 def stale_reads(faults: FaultInjector, store: Any) -> None:

@@ -34,6 +34,7 @@ from wakeup_sim import fault_races
 from wakeup_sim.api_gateway import Registration
 from wakeup_sim.deployment import Deployment, from_template
 from wakeup_sim.fault_hooks import Deliveries, LateWrites, UnprocessedBatches, events_twice, stale_reads
+from wakeup_sim.fault_records import Records
 from wakeup_sim.faults import (
     ATTEMPTS,
     FUNCTION_TIMEOUT_S,
@@ -160,7 +161,8 @@ def install(
     clock = skewed_clock(injector, world.engine.clock, random.Random(seed * 7919 + 1))
     world.engine.clock = clock  # type: ignore[method-assign]
     world.caller.clock = world.triggers.clock = clock
-    world.store.memory.io = FaultyIo(world.store.memory.io, injector)
+    records = Records(injector)  # each call's record, attempt by attempt (a duplicate's cause)
+    world.store.memory.io = FaultyIo(world.store.memory.io, injector, records)
     world.store.client = UnprocessedBatches(injector, world.store.client)
     deliveries = Deliveries(injector, world.scheduler, random.Random(seed * 7919 + 2))
     world.triggers.sqs = FaultyClient(world.triggers.sqs, "sqs", injector, p.sqs_latency_s, deliveries)
@@ -168,7 +170,6 @@ def install(
         world.triggers.scheduler, "scheduler", injector, p.scheduler_latency_s, deliveries
     )
     world.caller.signing = signing_keys(world.engine, injector, "sim-master-key-" + "0" * 32, "sim-master-key")
-    lease_s = d.settings.claim_lease_s + EARLY_REARM_S
 
     def reregister(instance_id: str) -> None:
         wake = (wakes or {}).get(instance_id)
@@ -176,15 +177,16 @@ def install(
             now = world.engine.now
             world.register(wake, now + injector.rng.uniform(1.0, 30.0), now)
 
-    world.caller.call = FaultyHosts(world.caller.call, injector, lease_s, reregister).call
+    world.caller.call = FaultyHosts(world.caller.call, injector, reregister).call
     world.caller.deliver = watch_deliveries(injector, world.caller.deliver)  # type: ignore[method-assign]
-    world.store.client = TimedClient(LateWrites(injector, world.store.client), injector)
+    world.store.client = TimedClient(LateWrites(injector, world.store.client, records), injector, records)
     # Each function's invocation has its time left: the caller checks it before its steps, and
     # every function's requests are checked against it (`wakeup.deadlines`).
     world.caller.time_left_s = injector.time_left_s
     stale_reads(injector, world.store)
     world.store.register_wake = watch_registrations(injector, world.store.register_wake)  # type: ignore[method-assign]
     watch_sweeps(injector, world.store)
+    records.watch_claims(world.store)
     timeouts = {"CallerFunction": d.caller_timeout_s, **FUNCTION_TIMEOUT_S}
     for function in world.functions:
         wake_of = (lambda payload: payload[0].instance_id) if function is world.wake_function else (lambda _: None)
@@ -536,7 +538,10 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
     # Every duplicate call put down to its cause; those no allowed cause explains, to what the
     # call after whose 2xx it came met.
-    print("\nDuplicates by cause (allowed: after a 2xx the caller could not see, or a death before its record):")
+    print(
+        "\nDuplicates by cause (allowed: after a 2xx the caller could not see, a death before its record,"
+        " or a record that could not be written within the lease):"
+    )
     for row in rows:
         for cause, n in row.causes:
             print(f"- {row.name} at {row.rate:.0%}: {n} after {cause}")

@@ -41,7 +41,7 @@ from greenlet import getcurrent
 
 from wakeup import aws
 from wakeup.arrival import CLOCK_ERROR_S
-from wakeup.deadlines import check_request
+from wakeup.deadlines import NoTimeForRequestError, check_request
 from wakeup.host_call import CallOutcome
 from wakeup.logic.delivery import Delivery, Result
 from wakeup.model import Origin, Trigger
@@ -49,6 +49,7 @@ from wakeup.signing import SigningKeys
 from wakeup.times import format_time
 from wakeup_sim.dynamodb import Io
 from wakeup_sim.engine import Cpu, Engine
+from wakeup_sim.fault_records import UNRECORDED, RecordLog, Records
 from wakeup_sim.lambdas import Function
 
 T = TypeVar("T")
@@ -228,21 +229,28 @@ class CallNote:
     seen: bool = False  # and the caller saw that 2xx
     died: bool = False  # its function died (or reached Lambda's timeout) after the call
     faults: list[str] = field(default_factory=list)
+    record: RecordLog = field(default_factory=RecordLog)  # its outcome write's attempts, after a 2xx it saw
 
 
 # A duplicate the promise allows: after a 2xx the caller could not see, or after a 2xx whose
-# function died between the reply and its record (DESIGN section 7).
+# function died between the reply and its record (DESIGN section 7), or whose record no attempt
+# could write within the lease (`fault_records.UNRECORDED`: the same floor, the table never told).
 UNSEEN = "a 2xx the caller could not see"
 DIED = "its function died between the reply and its record"
 
 
-@dataclass
+@dataclass(eq=False)  # each call its own, however alike
 class Busy:
     """A host busy with a call: from its start until it answers or its connection is gone."""
 
     reg: str
     start: float
     end: float = math.inf  # still busy
+    # Lambda's timeout of the caller's invocation: its environment, and the connection, end then.
+    deadline: float = math.inf
+
+    def until(self) -> float:
+        return min(self.end, self.deadline)
 
 
 @dataclass
@@ -264,7 +272,7 @@ class Watch:
     first_2xx: dict[tuple[str, str], float] = field(default_factory=dict)  # caller-seen, the call's start
     woken: dict[tuple[str, str], float] = field(default_factory=dict)  # host-seen: its first 2xx call's start
     answered: dict[tuple[str, str], CallNote] = field(default_factory=dict)  # the last call the host answered 2xx
-    # Second calls after a 2xx: allowed ones by cause (UNSEEN, DIED); the others by the faults the
+    # Second calls after a 2xx: allowed ones by cause (UNSEEN, DIED, UNRECORDED); the others by the faults the
     # call after whose 2xx it came met ("no fault" when none): they fail the row.
     duplicates: Counter[str] = field(default_factory=Counter)
     unexplained: Counter[str] = field(default_factory=Counter)
@@ -310,6 +318,8 @@ class FaultInjector:
         self._doom: dict[Cpu, tuple[Kind, int]] = {}
         self._points: Counter[Cpu] = Counter()
         self.dead: set[Cpu] = set()
+        # Each environment's calls under way (their hosts busy until the call or the environment ends).
+        self.connections: dict[Cpu, list[Busy]] = defaultdict(list)
         # The wake each task works on (its instance id), and the call it made, if any.
         self.context: dict[Any, str] = {}
         self.context_cpu: dict[Any, Cpu | None] = {}
@@ -422,10 +432,26 @@ class FaultInjector:
             del self._doom[cpu]
             if doom[0] is Kind.TIMES_OUT:
                 self.engine.sleep(max(self._deadline[cpu] - self.engine.now, 0.0))
-            self.dead.add(cpu)
+            self.environment_ends(cpu)
             self.note(f"function:{name} {doom[0].value} before {before}")
             raise Died(name)
         self.past_deadline(before)
+
+    def environment_ends(self, cpu: Cpu) -> None:
+        """The environment's runtime is ended now (or at its deadline, passed): so are its calls.
+
+        "If the Lambda function crashes or times out during the Invoke phase, Lambda resets the
+        execution environment. The reset behaves like a Shutdown event": Lambda first shuts down
+        the runtime ("Understanding the Lambda execution environment lifecycle", Lambda developer
+        guide, "Failures during the invoke phase"). The runtime is a process, and when a process
+        ends all of its open file descriptors are closed (POSIX `_exit`): its sockets with them. So
+        a host sees the connection closed at the environment's end, as it sees a live caller hang
+        up at its call's timeout, and is busy no longer, even one that would answer past the lease.
+        """
+        self.dead.add(cpu)
+        ended = min(self.engine.now, self._deadline.get(cpu, math.inf))
+        for busy in self.connections.pop(cpu, []):
+            busy.end = min(busy.end, ended)
 
     def deadline(self) -> float:
         """When Lambda's timeout ends the running function (never, outside one)."""
@@ -446,7 +472,7 @@ class FaultInjector:
         """Ends the running function if Lambda's timeout passed during what it just did."""
         cpu = self.cpu_of()
         if cpu is not None and cpu in self._function and self.engine.now >= self._deadline[cpu]:
-            self.dead.add(cpu)
+            self.environment_ends(cpu)
             self.watch.natural_timeouts += 1
             self.note(f"{self._function[cpu]} reached Lambda's timeout before {at}", injected=False)
             raise Died(self._function[cpu])
@@ -546,30 +572,42 @@ class FaultInjector:
 
 
 class FaultyIo(Io):
-    """DynamoDB's `Io`, with the row's faults at each attempt (and the function's points)."""
+    """DynamoDB's `Io`, with the row's faults at each attempt (and the function's points); each
+    attempt of a call's record kept by `records` (what it met, when it applied)."""
 
-    def __init__(self, inner: Io, faults: FaultInjector) -> None:
+    def __init__(self, inner: Io, faults: FaultInjector, records: Records | None = None) -> None:
         self.inner = inner
         self.faults = faults
+        self.records = records or Records(faults)
 
     def request(self, operation: str) -> None:
         self.faults.point(f"dynamodb:{operation}")
+        self.records.begin(operation)
         self.inner.request(operation)
 
     def admit(self, reads: float, writes: int, index_writes: list[tuple[str, Any, int]]) -> bool:
-        return self.inner.admit(reads, writes, index_writes)
+        admitted = self.inner.admit(reads, writes, index_writes)
+        self.records.end(failed=not admitted)  # the table's own throttle
+        return admitted
 
     def backoff(self, attempt: int) -> None:
         if self.faults._last_kind.pop(getcurrent(), Kind.THROTTLE) is Kind.THROTTLE:
             self.inner.backoff(attempt)  # a throttle, injected or the table's own
         else:
             self.faults.engine.sleep(self.faults.backoff_s("dynamodb", attempt))
+        self.records.end()  # a failed request is seen by its client after its last backoff
 
     def fault(self, operation: str, attempt: int) -> Exception | None:
-        return self.faults.fault(f"dynamodb:{operation}", attempt)
+        error = self.faults.fault(f"dynamodb:{operation}", attempt)
+        if error is not None:
+            self.records.end(failed=True)
+        return error
 
     def reply_lost(self, operation: str) -> Exception | None:
-        return self.faults.reply_lost(f"dynamodb:{operation}")
+        self.records.applied()  # asked only of an attempt that reached the table and, a write, applied
+        error = self.faults.reply_lost(f"dynamodb:{operation}")
+        self.records.end()
+        return error
 
 
 class FaultyClient:
@@ -598,17 +636,23 @@ class FaultyClient:
 
 class TimedClient:
     """The store's DynamoDB client as `wakeup.aws.client` makes it: each request first checked
-    against the invocation's time left (`FaultInjector.before_request`), before its first attempt."""
+    against the invocation's time left (`FaultInjector.before_request`), before its first attempt;
+    a record's request not sent for it is kept by `records`."""
 
-    def __init__(self, inner: Any, faults: FaultInjector) -> None:
-        self.inner, self.faults = inner, faults
+    def __init__(self, inner: Any, faults: FaultInjector, records: Records | None = None) -> None:
+        self.inner, self.faults, self.records = inner, faults, records or Records(faults)
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.inner, name)
-        place = "dynamodb:" + "".join(part.capitalize() for part in name.split("_"))
+        operation = "".join(part.capitalize() for part in name.split("_"))
+        place = f"dynamodb:{operation}"
 
         def call(**kwargs: Any) -> Any:
-            self.faults.before_request(place)
+            try:
+                self.faults.before_request(place)
+            except NoTimeForRequestError:
+                self.records.not_sent(operation)
+                raise
             return method(**kwargs)
 
         setattr(self, name, call)  # made once a method
@@ -690,10 +734,9 @@ class FaultyHosts:
         self,
         inner: Callable[..., CallOutcome],
         faults: FaultInjector,
-        lease_s: float,
         reregister: Callable[[str], None] = lambda _: None,
     ) -> None:
-        self.inner, self.faults, self.lease_s, self.reregister = inner, faults, lease_s, reregister
+        self.inner, self.faults, self.reregister = inner, faults, reregister
 
     def call(
         self, url: str, instance_id: str, timeout_s: float, signature_headers: Mapping[str, str] | None = None
@@ -715,9 +758,13 @@ class FaultyHosts:
         self._duplicate(note)
         kind = faults.draws(HOST, (*HOST_KINDS, Kind.REREGISTERS))
         busy = None
+        cpu = faults.cpu_of()
         if kind not in (Kind.DNS, Kind.CONNECT):  # those never reach the host
             busy = self._starts(instance_id, key[1], started)
-        cpu = faults.cpu_of()
+            if cpu is not None:
+                # The connection closes at the latest when the environment ends (`environment_ends`).
+                busy.deadline = faults.deadline()
+                faults.connections[cpu].append(busy)
         try:
             if kind is None or kind is Kind.REREGISTERS:
                 if kind is Kind.REREGISTERS:
@@ -730,12 +777,12 @@ class FaultyHosts:
                 outcome = self._faulty(kind, timeout_s, note)
         finally:
             if busy is not None:
-                busy.end = engine.now
-                # An environment that Lambda ended during the call is not assumed to close its
-                # connection: a host answering past the lease is busy until it answers.
-                ended = engine.now >= faults.deadline() or cpu in faults.dead
-                if kind is Kind.SLOW and ended:
-                    busy.end = max(busy.end, started + self.lease_s + 1.0)
+                # The caller's answer, or its hang-up at the timeout (a host answering past the
+                # lease is still at work then, its connection gone); earlier if the caller's
+                # environment ended during the call (`FaultInjector.environment_ends`).
+                busy.end = min(busy.end, engine.now)
+                if cpu is not None and busy in faults.connections.get(cpu, ()):
+                    faults.connections[cpu].remove(busy)
         faults.past_deadline("the host call's end")  # it ran past: the environment ended during it
         note.seen = outcome.ok
         if note.host_2xx:
@@ -749,7 +796,7 @@ class FaultyHosts:
         """The host's new call: a concurrent one if it is busy with the same registration, an
         overlapping one if with another."""
         watch = self.faults.watch
-        calls = watch.busy[instance_id] = [b for b in watch.busy[instance_id] if b.end > now]
+        calls = watch.busy[instance_id] = [b for b in watch.busy[instance_id] if b.until() > now]
         if any(b.reg == reg for b in calls):
             watch.concurrent += 1
         elif calls:
@@ -760,7 +807,8 @@ class FaultyHosts:
 
     def _duplicate(self, note: CallNote) -> None:
         """A call after the host answered this registration 2xx: allowed after a 2xx the caller
-        could not see or a death before its record, else put down to what the first call met."""
+        could not see, a death before its record, or a record no attempt could write within the
+        lease (`RecordLog.lapsed`), else put down to what the first call met."""
         watch = self.faults.watch
         answered = watch.answered.get(note.key)
         if answered is None:
@@ -771,6 +819,8 @@ class FaultyHosts:
             watch.duplicates[UNSEEN] += 1
         elif answered.died:
             watch.duplicates[DIED] += 1
+        elif answered.record.lapsed(self.faults.engine.now):
+            watch.duplicates[UNRECORDED] += 1
         else:
             watch.unexplained[" + ".join(dict.fromkeys(answered.faults)) or "no fault"] += 1
 

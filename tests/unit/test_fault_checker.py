@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from greenlet import getcurrent
 
 from wakeup.host_call import CallOutcome
 from wakeup_sim import fault_matrix, faults
@@ -26,7 +27,7 @@ def _hosts(answer_after_s: dict[str, float]) -> tuple[Engine, FaultInjector, Fau
         engine.sleep(answer_after_s[headers["webhook-id"].split("_")[2]])
         return CallOutcome(200, None)
 
-    return engine, injector, FaultyHosts(host, injector, LEASE_S)
+    return engine, injector, FaultyHosts(host, injector)
 
 
 def _call(hosts: FaultyHosts, reg: str) -> None:
@@ -151,24 +152,48 @@ def test_the_settings_sweep_runs_only_what_settings_accept_and_the_shortest_leas
     assert {d.batch_size for _, d in combinations} == set(fault_matrix.SWEEP_BATCH_SIZES)
 
 
-@pytest.mark.parametrize(("environment_ended", "concurrent"), [(True, 1), (False, 0)])
-def test_a_host_answering_past_the_lease_stays_busy_when_lambda_ended_its_callers_environment(
-    environment_ended: bool, concurrent: int
-) -> None:
-    # given: every host answers past the lease; the caller's environment, when ended, reached
-    # Lambda's deadline before its call did (a frozen environment does not hang up)
+def _slow_hosts(where: dict[Any, Cpu]) -> tuple[Engine, FaultInjector, FaultyHosts]:
+    """Hosts that all answer past the lease, on a fresh engine; `where` is each task's environment."""
     engine = Engine(0.0)
-    environment = Cpu(engine, 1.0)
-    injector = FaultInjector(engine, FaultClass("slow", (Fault(HOST, Kind.SLOW),)), 1.0, 1, lambda: environment)
-    if environment_ended:
-        injector._deadline[environment] = 5.0
-    hosts = FaultyHosts(lambda *_: CallOutcome(200, None), injector, LEASE_S)
-    # when: a second call after the caller gave up on the first (its 10 s timeout), within the lease
-    engine.spawn(_call, hosts, "r1", when=0.0)
-    engine.spawn(_call, hosts, "r1", when=20.0)
+    injector = FaultInjector(engine, FaultClass("slow", (Fault(HOST, Kind.SLOW),)), 1.0, 1, lambda: where[getcurrent()])
+    return engine, injector, FaultyHosts(lambda *_: CallOutcome(200, None), injector)
+
+
+def _call_from(where: dict[Any, Cpu], environment: Cpu, hosts: FaultyHosts, reg: str) -> None:
+    where[getcurrent()] = environment
+    _call(hosts, reg)
+
+
+@pytest.mark.parametrize("ended_by", ["a batch-mate's death", "Lambda's timeout"])
+def test_a_host_answering_past_the_lease_is_free_once_lambda_ended_its_callers_environment(ended_by: str) -> None:
+    # given: every host answers past the lease; the first caller's environment ends at +3 s, during
+    # its call (10 s timeout): its runtime is ended, and its sockets closed with it
+    where: dict[Any, Cpu] = {}
+    engine, injector, hosts = _slow_hosts(where)
+    first, second = Cpu(engine, 1.0), Cpu(engine, 1.0)
+    if ended_by == "Lambda's timeout":
+        injector._deadline[first] = 3.0
+    else:
+        engine.at(3.0, injector.environment_ends, first)
+    # when: another environment calls the same registration at +5 s, within the first call's timeout
+    engine.spawn(_call_from, where, first, hosts, "r1", when=0.0)
+    engine.spawn(_call_from, where, second, hosts, "r1", when=5.0)
     engine.run(200.0)
-    # then: the host still works on the first only when its connection was left open
-    assert injector.watch.concurrent == concurrent
+    # then: the host's connection was gone: one call at a time
+    assert injector.watch.concurrent == 0
+
+
+def test_a_second_call_while_a_live_callers_connection_is_open_is_concurrent() -> None:
+    # given: every host answers past the lease; the first caller's environment lives on
+    where: dict[Any, Cpu] = {}
+    engine, injector, hosts = _slow_hosts(where)
+    first, second = Cpu(engine, 1.0), Cpu(engine, 1.0)
+    # when: another environment calls the same registration at +5 s, within the first call's timeout
+    engine.spawn(_call_from, where, first, hosts, "r1", when=0.0)
+    engine.spawn(_call_from, where, second, hosts, "r1", when=5.0)
+    engine.run(200.0)
+    # then: the host was still busy with the first: two calls at once
+    assert injector.watch.concurrent == 1
 
 
 def test_the_wake_owed_is_any_of_the_overlapping_registrations_a_client_got_2xx_for() -> None:
