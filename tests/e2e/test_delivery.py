@@ -278,7 +278,9 @@ def test_a_hundred_wakes_due_at_one_second_are_each_called_once_on_time(
     # that (p99 108 ms here at a load average of 9). `make bench` measures the spread.
     assert p50 <= ON_TIME_S
     assert p99 <= BURST_P99_S
-    host.assert_no_calls_beyond(100, during=QUIET_S)
+    # and none called twice: watched until QUIET_S after the last first call (the history's reads
+    # above took part of that window; a call meanwhile is counted all the same)
+    host.assert_no_calls_beyond(100, during=max(call.wall for call in calls) + QUIET_S - time.time())
 
 
 # -- at most one call: the claim ----------------------------------------------------------------

@@ -67,9 +67,11 @@ def read_schedule(region: str, group: str, name: str) -> str | None:
 # service's backend for the default account in us-east-1, the stack's), reads its model and builds
 # the map of its operations' URLs, most of a new moto's start, and the suite starts dozens of motos.
 # The fork server makes them once; each moto it forks starts with a copy of its own,
-# as it would have made them (no thread, clock or random id in them).
-SERVICES = ("dynamodb", "sqs", "scheduler", "secretsmanager", "iam", "awslambda")
-MODELS = ("dynamodb", "sqs", "scheduler", "secretsmanager", "iam", "lambda")  # botocore's names
+# as it would have made them (no thread, clock or random id in them). CloudFormation (the stack's
+# record, which the planner reads) is the dearest: moto's imports every service's backend with it,
+# to parse their resource types.
+SERVICES = ("dynamodb", "sqs", "scheduler", "secretsmanager", "iam", "awslambda", "cloudformation")
+MODELS = ("dynamodb", "sqs", "scheduler", "secretsmanager", "iam", "lambda", "cloudformation")  # botocore's names
 _apps: dict[str, Flask] = {}
 
 
