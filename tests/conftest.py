@@ -21,22 +21,10 @@ import pytest
 
 from support.api import Api
 from support.host import WakeHost
-from support.stack_process import MakeStack, StackProcess
+from support.stack_process import STACK_SETTINGS, MakeStack, StackProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "template.yaml"
-
-# The session stack's settings: calls time out and leases end in seconds, schedules fire on time,
-# and an environment stays warm five minutes unused, as Lambda's stay for minutes (the local stack's
-# default is one: a process of 60 MB each on a person's machine). A worker's tests reach its session
-# stack in bursts minutes apart; each environment started again costs a cold start's CPU (about
-# 0.7 s here) that the tests beside it wait for.
-STACK_SETTINGS = {
-    "WAKEUP_CALL_TIMEOUT_S": "2",
-    "WAKEUP_CLAIM_LEASE_S": "7",
-    "WAKEUP_LOCAL_EXACT_SCHEDULES": "1",
-    "WAKEUP_LOCAL_IDLE_S": "300",
-}
 
 # Tests talk to moto only: dummy credentials, so that nothing can reach a real account, and so that
 # a test's own boto3 client (reading the stack's table, say) needs no setup.

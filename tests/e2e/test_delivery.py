@@ -16,7 +16,7 @@ from wakes_support import EVERY_CALLER_ENVIRONMENT, Instances, StackAws, StackLo
 
 from support.api import Api
 from support.host import WakeHost, closed_port_url, hang, redirect
-from support.stack_process import MakeStack, StackProcess
+from support.stack_process import STACK_SETTINGS, MakeStack, StackProcess
 from support.waiting import wait_until
 from wakeup.arrival import EARLY_REARM_S
 from wakeup_awsfacts.template import load_template
@@ -26,8 +26,8 @@ ON_TIME_S = 1.0
 # How late one wake's call may be in a test that runs beside five other workers' stacks on two
 # cores: the promise's second, and a second more for the loaded machine (CI saw 1.07 s).
 ON_TIME_LOADED_S = ON_TIME_S + 1.0
-# The session stack's claim lease (WAKEUP_CLAIM_LEASE_S in tests/conftest.py's STACK_SETTINGS).
-CLAIM_LEASE_S = 4.0
+# The session stack's claim lease.
+CLAIM_LEASE_S = float(STACK_SETTINGS["WAKEUP_CLAIM_LEASE_S"])
 # How long to watch for a call that must not come. A second call could only follow the first claim's
 # end: its lease, plus the time a claim is made ahead of the wake (EARLY_REARM_S), after the first
 # call at most; and a loaded machine's second more.

@@ -15,13 +15,17 @@ from wakes_support import Instances, StackAws, as_registered, iso, schedule_time
 
 from support.api import Api
 from support.host import WakeHost
-from support.stack_process import StackProcess
+from support.stack_process import STACK_SETTINGS, StackProcess
 from support.waiting import wait_until
+from wakeup.arrival import EARLY_REARM_S
 
 # How late a call may be: the promise's second (DESIGN section 3), and a second more for a machine
 # loaded with three other workers' stacks on two cores (a wake through a schedule came 1.07 s late).
 ON_TIME_LOADED_S = 2.0
-QUIET_S = 3.0
+# How long to watch for a call that must not come: a second call could only follow the first claim's
+# end (the stack's lease, after a claim made up to EARLY_REARM_S ahead of the call), on a loaded
+# machine a second later.
+QUIET_S = float(STACK_SETTINGS["WAKEUP_CLAIM_LEASE_S"]) + EARLY_REARM_S + ON_TIME_LOADED_S
 FAST_SCHEDULES = {"WAKEUP_SQS_HORIZON_S": "5", "WAKEUP_SCHEDULE_LEAD_S": "2"}
 # How far ahead a far wake of FAST_SCHEDULES is asked for: still beyond the 5 s horizon when the
 # handler reads the clock after a cold start on a loaded machine (which took over 3 s in CI).

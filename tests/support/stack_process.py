@@ -27,6 +27,18 @@ START_TIMEOUT_S = 60.0
 COMMAND_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
 
+# The session stack's settings: calls time out and leases end in seconds, schedules fire on time,
+# and an environment stays warm five minutes unused, as Lambda's stay for minutes (the local stack's
+# default is one: a process of 60 MB each on a person's machine). A worker's tests reach its session
+# stack in bursts minutes apart; each environment started again costs a cold start's CPU, which the
+# tests beside it wait for.
+STACK_SETTINGS = {
+    "WAKEUP_CALL_TIMEOUT_S": "2",
+    "WAKEUP_CLAIM_LEASE_S": "7",
+    "WAKEUP_LOCAL_EXACT_SCHEDULES": "1",
+    "WAKEUP_LOCAL_IDLE_S": "300",
+}
+
 
 class StackProcessError(RuntimeError):
     """Raised when the child stack fails to start or to carry out a command."""
