@@ -216,6 +216,44 @@ def test_a_transaction_whose_conditions_hold_writes_everything(dynamodb: Any) ->
     assert set(_items(dynamodb, table)) == {"new"}
 
 
+def _count_once(table: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "Update": {
+                "TableName": table,
+                "Key": {"pk": {"S": "counter"}},
+                "UpdateExpression": "SET n = if_not_exists(n, :zero) + :one",
+                "ExpressionAttributeValues": {":zero": {"N": "0"}, ":one": {"N": "1"}},
+            }
+        }
+    ]
+
+
+def test_a_transaction_sent_again_with_its_client_token_is_not_applied_twice(fixed_moto: str) -> None:
+    # given the local stack's moto, and a transaction applied with a token: as botocore's retry
+    # sends it again when the first reply came too late ("TransactWriteItems", DynamoDB API
+    # reference: the same ClientRequestToken within ten minutes is not applied again)
+    dynamodb = boto3.client("dynamodb", endpoint_url=fixed_moto, region_name="us-east-1")
+    table = _table(dynamodb)
+    token = uuid.uuid4().hex
+    dynamodb.transact_write_items(TransactItems=_count_once(table), ClientRequestToken=token)
+    # when it is sent again with the same token
+    again = dynamodb.transact_write_items(TransactItems=_count_once(table), ClientRequestToken=token)
+    # then it succeeds as the first did, and the count went up once
+    assert again["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert _items(dynamodb, table)["counter"]["n"] == {"N": "1"}
+    # and a request of other parameters with that token is refused, with nothing written
+    with pytest.raises(ClientError) as raised:
+        dynamodb.transact_write_items(
+            TransactItems=[{"Put": {"TableName": table, "Item": {"pk": {"S": "other"}}}}], ClientRequestToken=token
+        )
+    assert raised.value.response["Error"]["Code"] == "IdempotentParameterMismatchException"
+    assert set(_items(dynamodb, table)) == {"counter"}
+    # while another token applies again
+    dynamodb.transact_write_items(TransactItems=_count_once(table), ClientRequestToken=uuid.uuid4().hex)
+    assert _items(dynamodb, table)["counter"]["n"] == {"N": "2"}
+
+
 def test_a_transaction_copies_only_the_items_it_names(plain_moto: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # given moto with the fix, and tables that may not be copied
     monkeypatch.setattr(dynamodb_models, "copy", moto_fixes.COPY_WITHOUT_TABLES)

@@ -12,6 +12,15 @@ Each is applied once, and only if moto still has what it replaces (a newer moto 
   a cancelled transaction: its cost grows with the table, so a registration slows as instances
   accumulate. Here it snapshots only the items the transaction names (at most 100), and
   on any failure puts exactly those back; its checks, writes and errors stay moto's own.
+- `TransactWriteItems` is idempotent by its `ClientRequestToken` on AWS: a request sent again with
+  the same token within ten minutes is not applied again and succeeds as the first did; with the
+  same token and other parameters it is refused with IdempotentParameterMismatchException
+  ("TransactWriteItems", DynamoDB API reference:
+  https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html).
+  botocore sends a token with every such request, and the same token again on its retry after a
+  reply that came too late. moto ignores it, so the retry of a registration that had applied was
+  refused on its own condition and answered 200 instead of AWS's 201. Here a token's first
+  success is kept for the window and answers its repeats.
 
 - moto 5's SQS `receive_message` checks each message's retention period through
   `get_queue_attributes`, which computes every attribute of the queue (counting its messages) each
@@ -85,11 +94,13 @@ from moto.awslambda.models import EventSourceMapping, LambdaBackend
 from moto.core import utils as moto_utils
 from moto.core.utils import camelcase_to_underscores, unix_time
 from moto.dynamodb.comparisons import ConditionExpressionParser
+from moto.dynamodb.exceptions import ERROR_TYPE_PREFIX, DynamodbException
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node  # type: ignore[attr-defined]  # untyped
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]  # untyped too
+from moto.dynamodb.responses import DynamoHandler
 from moto.sqs.models import Queue, SQSBackend, sqs_backends
 
 from wakeup_awsfacts.sqs_scaling import MAXIMUM_POLLERS_RANGE, MINIMUM_POLLERS_RANGE
@@ -178,6 +189,50 @@ def snapshotting_touched_items(transact_write_items: Callable[..., Any]) -> Call
         except BaseException:
             _restore(snapshots)
             raise
+
+    return transact
+
+
+# DynamoDB's idempotency window for a ClientRequestToken ("TransactWriteItems", above).
+IDEMPOTENCY_WINDOW_S = 600.0
+# Each token's first success: when, the request without its token, the reply.
+_transactions: dict[str, tuple[float, str, Any]] = {}
+
+
+class IdempotentParameterMismatch(DynamodbException):
+    def __init__(self) -> None:
+        super().__init__(
+            ERROR_TYPE_PREFIX + "IdempotentParameterMismatchException",
+            message="The request uses the same client token as a previous, but non-identical request.",
+        )
+
+
+def idempotent_by_token(transact_write_items: Callable[..., Any]) -> Callable[..., Any]:
+    """moto's `DynamoHandler.transact_write_items`, answering a token's repeat with its first success."""
+
+    @functools.wraps(transact_write_items)
+    def transact(self: Any) -> Any:
+        token = self.body.get("ClientRequestToken")
+        if token is None:
+            return transact_write_items(self)
+        request = json.dumps(
+            {key: value for key, value in self.body.items() if key != "ClientRequestToken"}, sort_keys=True
+        )
+        with _dynamodb_lock:
+            now = time.monotonic()
+            while _transactions:  # kept in the order they came: the oldest first
+                oldest = next(iter(_transactions))
+                if now - _transactions[oldest][0] <= IDEMPOTENCY_WINDOW_S:
+                    break
+                del _transactions[oldest]
+            seen = _transactions.get(token)
+            if seen is not None:
+                if seen[1] != request:
+                    raise IdempotentParameterMismatch()
+                return seen[2]
+            reply = transact_write_items(self)
+            _transactions[token] = (now, request, reply)
+            return reply
 
     return transact
 
@@ -347,6 +402,10 @@ def apply(mapping_update_s: float = 0.0) -> None:
         )
     else:
         log.warning("moto changed: its transactions still copy whole tables (registering may be slow)")
+    if hasattr(DynamoHandler, "transact_write_items"):
+        DynamoHandler.transact_write_items = idempotent_by_token(DynamoHandler.transact_write_items)  # type: ignore[method-assign]
+    else:
+        log.warning("moto changed: its TransactWriteItems is not made idempotent by ClientRequestToken")
     for name in _DYNAMODB_OPERATIONS:
         if hasattr(DynamoDBBackend, name):
             setattr(DynamoDBBackend, name, _serialised(getattr(DynamoDBBackend, name)))

@@ -247,9 +247,9 @@ class Instances:
                 raise call_under_way(int(standing.get("claim_until", 0)), now) from exc
             # The instance is gone: deleted by this very transaction when its reply was lost and
             # botocore retried it, or by another request meanwhile. Either way what was asked
-            # holds, as it would without the loss. (AWS would answer the retry itself with success:
-            # botocore sends TransactWriteItems' idempotency token, ClientRequestToken, which moto
-            # does not honour; "TransactWriteItems", DynamoDB API reference:
+            # holds, as it would without the loss. (AWS answers the retry itself with success when
+            # it comes within ten minutes: botocore sends TransactWriteItems' idempotency token,
+            # ClientRequestToken, again; "TransactWriteItems", DynamoDB API reference:
             # https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html)
         return instance_of(item)
 
