@@ -59,11 +59,10 @@ def test_stopping_puts_the_environment_back_frees_the_port_and_ends_moto(monkeyp
     with LocalStack(FIXTURE_TEMPLATE, port=port, account_minter=fake_minter, env={"WAKEUP_X": "1"}) as stack:
         assert requests.get(f"{stack.url}/items/1", timeout=5).status_code == 201
     assert dict(os.environ) == before
-    with socket.socket() as again:
-        # As the stack's own server binds (http.server's allow_reuse_address): a connection the
-        # gateway closed may hold the port in TIME_WAIT, which only a listener still open would outlast.
-        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        again.bind(("127.0.0.1", port))
+    # nothing listens on the port any more. (Not shown by binding it again: the port came from the
+    # ephemeral range, and another test's outgoing connection may take it as its own end meanwhile.)
+    with socket.socket() as again, pytest.raises(ConnectionRefusedError):
+        again.connect(("127.0.0.1", port))
     # moto's process, and the stack's AWS state with it, is gone
     with pytest.raises(requests.exceptions.ConnectionError):
         requests.get(stack.endpoint_url, timeout=5)
@@ -92,11 +91,10 @@ def test_a_stack_that_cannot_start_stops_what_it_started(tmp_path: Path) -> None
     with pytest.raises(TemplateError, match="does not exist"):
         LocalStack(template, port=port, account_minter=fake_minter).start()
     assert dict(os.environ) == before
-    with socket.socket() as again:
-        # As the stack's own server binds (http.server's allow_reuse_address): a connection the
-        # gateway closed may hold the port in TIME_WAIT, which only a listener still open would outlast.
-        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        again.bind(("127.0.0.1", port))
+    # nothing listens on the port any more. (Not shown by binding it again: the port came from the
+    # ephemeral range, and another test's outgoing connection may take it as its own end meanwhile.)
+    with socket.socket() as again, pytest.raises(ConnectionRefusedError):
+        again.connect(("127.0.0.1", port))
 
 
 def test_a_port_in_use_fails_before_anything_starts() -> None:
