@@ -11,17 +11,15 @@ between the reply and its record.
 """
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from weakref import WeakKeyDictionary
 
 from greenlet import getcurrent
 
 from wakeup.deadlines import AWS_REQUEST
-
-if TYPE_CHECKING:
-    from wakeup_sim.faults import FaultInjector
+from wakeup_sim.engine import Engine
 
 # The duplicate's cause, beside `faults.UNSEEN` and `faults.DIED`.
 UNRECORDED = "its record could not be written within the lease"
@@ -67,12 +65,31 @@ class RecordLog:
         )
 
 
+class Note(Protocol):
+    """What the records read of a call's `faults.CallNote`."""
+
+    seen: bool
+    record: RecordLog
+
+
+class Injector(Protocol):
+    """What the records read of the row's `faults.FaultInjector` (named here, not imported: that
+    module keeps these records)."""
+
+    engine: Engine
+
+    @property
+    def call_note(self) -> Mapping[Any, Note]: ...  # each call's task -> its note
+
+    def time_left_s(self) -> float: ...
+
+
 class Records:
     """Keeps each call's `RecordLog` (its `CallNote.record`) from the seams the row's faults use:
     `FaultyIo` at each attempt, `LateWrites` for an attempt that lands late, `TimedClient` for a
     request not sent, and the store's `claim_if_due` for the lease (`watch_claims`)."""
 
-    def __init__(self, faults: "FaultInjector") -> None:
+    def __init__(self, faults: Injector) -> None:
         self.faults = faults
         self._leases: WeakKeyDictionary[Any, float] = WeakKeyDictionary()  # task -> its lease's end
         self._attempts: WeakKeyDictionary[Any, RecordAttempt] = WeakKeyDictionary()  # task -> its attempt
