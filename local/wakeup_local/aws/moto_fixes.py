@@ -75,6 +75,7 @@ Each is applied once, and only if moto still has what it replaces (a newer moto 
 
 import copy
 import functools
+import hashlib
 import json
 import logging
 import threading
@@ -195,8 +196,8 @@ def snapshotting_touched_items(transact_write_items: Callable[..., Any]) -> Call
 
 # DynamoDB's idempotency window for a ClientRequestToken ("TransactWriteItems", above).
 IDEMPOTENCY_WINDOW_S = 600.0
-# Each token's first success: when, the request without its token, the reply.
-_transactions: dict[str, tuple[float, str, Any]] = {}
+# Each token's first success: when, a digest of the request without its token, the reply.
+_transactions: dict[str, tuple[float, bytes, Any]] = {}
 
 
 class IdempotentParameterMismatch(DynamodbException):
@@ -215,9 +216,8 @@ def idempotent_by_token(transact_write_items: Callable[..., Any]) -> Callable[..
         token = self.body.get("ClientRequestToken")
         if token is None:
             return transact_write_items(self)
-        request = json.dumps(
-            {key: value for key, value in self.body.items() if key != "ClientRequestToken"}, sort_keys=True
-        )
+        without_token = {key: value for key, value in self.body.items() if key != "ClientRequestToken"}
+        request = hashlib.sha256(json.dumps(without_token, sort_keys=True).encode()).digest()
         with _dynamodb_lock:
             now = time.monotonic()
             while _transactions:  # kept in the order they came: the oldest first
