@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import pickle
 import subprocess
 import sys
 import threading
@@ -24,9 +25,11 @@ from typing import Any
 
 import boto3
 import moto.dynamodb.models as dynamodb_models
+import moto.dynamodb.parsing.validators as dynamodb_validators
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
+from moto import mock_aws
 from moto.core.utils import method_names_from_class, unix_time, unix_time_millis
 from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import DynamoDBBackend
@@ -603,9 +606,7 @@ def test_updates_parsed_once_apply_and_are_refused_as_moto_s_own(plain_moto: str
     assert {outcome.split(":")[0] for outcome in outcomes if not outcome.startswith("{")} == {"ValidationException"}
 
 
-def test_an_update_s_text_is_parsed_once_and_each_caller_gets_a_tree_of_its_own(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_an_update_s_text_is_parsed_once_into_one_tree_moto_s_own(monkeypatch: pytest.MonkeyPatch) -> None:
     parsed: list[str] = []
 
     def counting(text: str) -> Any:
@@ -613,12 +614,37 @@ def test_an_update_s_text_is_parsed_once_and_each_caller_gets_a_tree_of_its_own(
         return PARSE_UPDATE(text)
 
     monkeypatch.setattr(moto_expressions, "_parsed", {})
+    monkeypatch.setattr(moto_expressions, "_pickled", {})
     once = moto_expressions.parsing_each_text_once(counting)
     text = f"SET n{uuid.uuid4().hex[:6]} = if_not_exists(c, :one) + :one REMOVE s"
     trees = [once(text) for _ in range(3)]
     assert parsed == [text]
-    assert len({id(tree) for tree in trees}) == 3
-    assert {_shape(tree) for tree in trees} == {_shape(PARSE_UPDATE(text))}
+    assert len({id(tree) for tree in trees}) == 1
+    assert _shape(trees[0]) == _shape(PARSE_UPDATE(text))
+    # and the validator's copy of it is a tree of its own, of the same shape
+    copy_ = moto_expressions.copied(trees[0])
+    assert copy_ is not trees[0] and _shape(copy_) == _shape(trees[0])
+    assert not {id(node) for node in _nodes(copy_)} & {id(node) for node in _nodes(trees[0])}
+
+
+def test_moto_s_update_leaves_the_one_tree_of_its_text_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    # given moto in this process with each text parsed into one tree, as the local stack's moto has it
+    monkeypatch.setattr(moto_expressions, "_parsed", {})
+    monkeypatch.setattr(moto_expressions, "_pickled", {})
+    monkeypatch.setattr(
+        UpdateExpressionParser, "make", staticmethod(moto_expressions.parsing_each_text_once(PARSE_UPDATE))
+    )
+    monkeypatch.setattr(dynamodb_validators, "deepcopy", moto_expressions.copied)
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        # when every update is applied twice to an item that exists and to one that does not
+        outcomes = _updates(dynamodb)
+    # then some applied, and each text's one tree is as its parse left it
+    assert sum(outcome.startswith("{") for outcome in outcomes) > len(outcomes) / 3
+    kept = moto_expressions._pickled.values()
+    assert len(kept) >= len([text for text in UPDATES if text != "SET"]) - 1
+    for tree, pickled in kept:
+        assert pickle.dumps(tree, pickle.HIGHEST_PROTOCOL) == pickled, _shape(tree)
 
 
 def _shape(node: Any) -> str:

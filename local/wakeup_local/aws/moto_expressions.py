@@ -20,12 +20,14 @@ delivered wake, whose two writes each set a dozen attributes (docs/benchmark.md,
 stack").
 
 - A text's tree depends on the text alone: it is parsed once (a text moto refuses raises each
-  time, as moto's does) and kept pickled, and each caller gets a new tree of its own from it, so
-  what one caller's code does to its tree no other caller sees, as with moto's own parse.
+  time, as moto's does) and every caller is given that one tree. moto only reads the tree it
+  parses (its handler looks for the names and values in it); the one step that changes a tree,
+  the validator's, changes a copy it makes first. A test holds moto's validator and executor to
+  leaving the tree they are given as it was (tests/local/test_local_moto_fixes.py).
 - The validator's copy of the tree is made by pickle, which copies what `copy.deepcopy` copies
   (the same objects, cycles and shared references) without deepcopy's per-object memo and
-  dispatch in Python: the tree is plain
-  objects (nodes, tokens, strings) until the validator puts the item's values in its copy.
+  dispatch in Python: the tree is plain objects (nodes, tokens, strings) until the validator puts
+  the item's values in its copy. A kept tree's copy is unpickled from the bytes pickled once.
 - Each of the validator's ten walks asks its class, at every node, which node types it processes
   (`nodes_to_be_processed`), which builds a dict of bound methods to read its keys: the types
   are the class's own, so each class is asked once.
@@ -101,7 +103,9 @@ def parsing_each_condition_once(parse: Callable[[Any], Any]) -> Callable[[Any], 
 
 
 _PARSED_TEXTS = 1024
-_parsed: dict[str, bytes] = {}
+# Each text's one tree, and the tree pickled: the validator's copies of it are unpickled from that.
+_parsed: dict[str, Any] = {}
+_pickled: dict[int, tuple[Any, bytes]] = {}  # by the tree's id, the tree held so its id stays its own
 
 
 def parsing_each_text_once(make: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -111,11 +115,11 @@ def parsing_each_text_once(make: Callable[[str], Any]) -> Callable[[str], Any]:
     def parsed(expression: str) -> Any:
         tree = _parsed.get(expression)
         if tree is None:
-            made = make(expression)
+            tree = make(expression)
             if len(_parsed) < _PARSED_TEXTS:
-                _parsed[expression] = pickle.dumps(made, pickle.HIGHEST_PROTOCOL)
-            return made
-        return pickle.loads(tree)
+                _pickled[id(tree)] = (tree, pickle.dumps(tree, pickle.HIGHEST_PROTOCOL))
+                _parsed[expression] = tree
+        return tree
 
     return parsed
 
@@ -123,6 +127,9 @@ def parsing_each_text_once(make: Callable[[str], Any]) -> Callable[[str], Any]:
 def copied(value: Any, memo: dict[int, Any] | None = None) -> Any:
     """`copy.deepcopy`, by pickle for a tree of nodes."""
     if isinstance(value, Node) and memo is None:
+        kept = _pickled.get(id(value))
+        if kept is not None and kept[0] is value:
+            return pickle.loads(kept[1])
         return pickle.loads(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
     return copy.deepcopy(value, memo)
 

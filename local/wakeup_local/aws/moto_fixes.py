@@ -52,8 +52,9 @@ Each is applied once, and only if moto still has what it replaces (a newer moto 
   member by member, for a registration's and a delivered wake's replies alike. An item is already
   in the reply's shape, and goes into it as it is (moto_attribute_values.py).
 - moto parses an update expression twice per `UpdateItem`, deep-copies the tree, and asks at each
-  node of its ten walks which node types the walk processes: each text is parsed once and copied
-  by pickle, and each node type's answers are worked out once (moto_expressions.py).
+  node of its ten walks which node types the walk processes: each text is parsed once into one
+  tree that moto only reads, the validator's copy of it is unpickled, and each node type's answers
+  are worked out once (moto_expressions.py).
 
 - Lambda's event source mappings (the planner changes the caller's, wakeup.event_source):
   - moto's SQS hands a queue's messages to moto's Lambda when a mapping names the queue, which
