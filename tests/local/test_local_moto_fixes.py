@@ -647,6 +647,61 @@ def test_moto_s_update_leaves_the_one_tree_of_its_text_as_it_was(monkeypatch: py
         assert pickle.dumps(tree, pickle.HIGHEST_PROTOCOL) == pickled, _shape(tree)
 
 
+@pytest.fixture
+def moto_parsing_once(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """moto in this process with the local stack's update expression fixes, a client of it, and
+    how many times each of the validator's text-only walks was made."""
+    monkeypatch.setattr(moto_expressions, "_parsed", {})
+    monkeypatch.setattr(moto_expressions, "_pickled", {})
+    monkeypatch.setattr(moto_expressions, "_text_checked", set())
+    monkeypatch.setattr(
+        UpdateExpressionParser, "make", staticmethod(moto_expressions.parsing_each_text_once(PARSE_UPDATE))
+    )
+    monkeypatch.setattr(dynamodb_validators, "deepcopy", moto_expressions.copied)
+    text_only = (dynamodb_validators.ActionCountValidator, dynamodb_validators.OverlappingPathsValidator)
+    validator = dynamodb_validators.Validator
+    monkeypatch.setattr(validator, "__init__", moto_expressions.keeping_the_source_tree(validator.__init__))
+    monkeypatch.setattr(validator, "validate", moto_expressions.text_walks_once(text_only)(validator.validate))
+    made: list[str] = []
+    for walk in text_only:
+        traverse = walk.traverse
+        monkeypatch.setattr(
+            walk, "traverse", lambda self, node, _t=traverse: made.append(type(self).__name__) or _t(self, node)
+        )
+    with mock_aws():
+        yield boto3.client("dynamodb", region_name="us-east-1"), made
+
+
+def test_the_validators_text_only_walks_are_made_until_they_pass_once_with_the_names(moto_parsing_once: Any) -> None:
+    dynamodb, made = moto_parsing_once
+    table = _table(dynamodb)
+    update = functools.partial(
+        dynamodb.update_item,
+        TableName=table,
+        Key={"pk": {"S": "a"}},
+        UpdateExpression="SET #a = :one, #b = :one",
+        ExpressionAttributeValues={":one": {"N": "1"}},
+    )
+    # given a text that passed once with its names
+    update(ExpressionAttributeNames={"#a": "x", "#b": "y"})
+    assert sorted(made) == ["ActionCountValidator", "OverlappingPathsValidator"]
+    # then with the same names its text-only walks are not made again, and the update applies
+    made.clear()
+    update(ExpressionAttributeNames={"#b": "z", "#a": "x"} | {"#b": "y"})
+    assert made == []
+    # but with other names they are: two names for one attribute are refused, each time, as moto's
+    for _ in range(2):
+        with pytest.raises(ClientError, match="Two document paths overlap") as refused:
+            update(ExpressionAttributeNames={"#a": "x", "#b": "x"})
+        assert refused.value.response["Error"]["Code"] == "ValidationException"
+    assert made.count("OverlappingPathsValidator") == 2
+    assert dynamodb.get_item(TableName=table, Key={"pk": {"S": "a"}})["Item"] == {
+        "pk": {"S": "a"},
+        "x": {"N": "1"},
+        "y": {"N": "1"},
+    }
+
+
 def _shape(node: Any) -> str:
     """A tree's node types and leaves, depth first, with each node's parent checked."""
     children = getattr(node, "children", None)

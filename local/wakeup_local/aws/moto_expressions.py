@@ -28,6 +28,12 @@ stack").
   (the same objects, cycles and shared references) without deepcopy's per-object memo and
   dispatch in Python: the tree is plain objects (nodes, tokens, strings) until the validator puts
   the item's values in its copy. A kept tree's copy is unpickled from the bytes pickled once.
+- Two of the validator's walks read only the expression's text and names: the count of each kind
+  of clause, and whether two actions' paths overlap. moto makes them at every nested
+  `UpdateExpression` node, each searching the whole subtree below it again (so their work grows
+  with the square of the actions). What they find is the text's with those names: on a kept tree
+  they are made until they pass once with those names, and left out after (a text they refuse is
+  refused each time, as moto's is).
 - Each of the validator's ten walks asks its class, at every node, which node types it processes
   (`nodes_to_be_processed`), which builds a dict of bound methods to read its keys: the types
   are the class's own, so each class is asked once.
@@ -132,6 +138,53 @@ def copied(value: Any, memo: dict[int, Any] | None = None) -> Any:
             return pickle.loads(kept[1])
         return pickle.loads(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
     return copy.deepcopy(value, memo)
+
+
+_TEXT_CHECKS = 4096
+# The kept trees (by id) and names (as sorted pairs) whose text-only walks have passed.
+_text_checked: set[tuple[int, tuple[tuple[str, str], ...]]] = set()
+
+
+def text_walks_once(
+    text_only: tuple[type, ...],
+) -> Callable[[Callable[[Any], Any]], Callable[[Any], Any]]:
+    """Wraps moto's `Validator.validate` so that the walks of `text_only` types that lead its walks
+    are made on a kept tree until they pass once with the request's names."""
+
+    def wrap(validate: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        @functools.wraps(validate)
+        def validated(self: Any) -> Any:
+            source = getattr(self, "wakeup_source_tree", None)
+            kept = _pickled.get(id(source))
+            if kept is None or kept[0] is not source:
+                return validate(self)  # a tree not kept: every walk, as moto makes them
+            key = (id(source), tuple(sorted((self.expression_attribute_names or {}).items())))
+            walks = self.processors
+            if key in _text_checked:  # left out only where they lead: the other walks' order kept
+                leading = next((at for at, walk in enumerate(walks) if not isinstance(walk, text_only)), len(walks))
+                self.processors = walks[leading:]
+            try:
+                validated_tree = validate(self)
+            finally:
+                self.processors = walks
+            if len(_text_checked) < _TEXT_CHECKS:
+                _text_checked.add(key)  # the walks raised nothing
+            return validated_tree
+
+        return validated
+
+    return wrap
+
+
+def keeping_the_source_tree(init: Callable[..., None]) -> Callable[..., None]:
+    """Wraps moto's `Validator.__init__`, which copies the tree it is given, to keep that tree."""
+
+    @functools.wraps(init)
+    def initialised(self: Any, expression: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, expression, *args, **kwargs)
+        self.wakeup_source_tree = expression
+
+    return initialised
 
 
 _node_types: dict[type, tuple[type, ...]] = {}

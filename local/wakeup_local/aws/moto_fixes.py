@@ -473,6 +473,19 @@ def apply(mapping_update_s: float = 0.0) -> None:
         log.warning("moto changed: its event source mappings' updates apply at once")
 
 
+def _apply_text_walks_once() -> None:
+    base = getattr(dynamodb_validators, "Validator", None)
+    names = ("ActionCountValidator", "OverlappingPathsValidator")
+    text_only: tuple[type, ...] = tuple(
+        getattr(dynamodb_validators, name) for name in names if hasattr(dynamodb_validators, name)
+    )
+    if base is None or len(text_only) < len(names) or not {"__init__", "validate"} <= set(vars(base)):
+        log.warning("moto changed: its update validator's text-only walks run at every request (writes may be slower)")
+        return
+    base.__init__ = moto_expressions.keeping_the_source_tree(base.__init__)
+    base.validate = moto_expressions.text_walks_once(text_only)(base.validate)
+
+
 def _apply_update_expression_fixes() -> None:
     if "make" in vars(UpdateExpressionParser):
         make = UpdateExpressionParser.make.__func__  # the class method's function
@@ -484,6 +497,7 @@ def _apply_update_expression_fixes() -> None:
         setattr(dynamodb_validators, "deepcopy", moto_expressions.copied)  # noqa: B010 - the module's copy replaced
     else:
         log.warning("moto changed: its update expressions are deep-copied (writes may be slower)")
+    _apply_text_walks_once()
     walks = ("nodes_to_be_processed", "traverse_node_recursively", "process", "pre_processing_of_child")
     if all(hasattr(DepthFirstTraverser, name) for name in walks) and hasattr(Node, "find_clauses"):
         node_types = moto_expressions.node_types_once(DepthFirstTraverser.nodes_to_be_processed)
