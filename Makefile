@@ -70,8 +70,11 @@ lint: $(STAMP)
 # low share of the cores (nice 10: where a timed test's processes want a core too, they get most
 # of it): they take what the timed tests leave idle. (Not nice 19: beside other work at nice 10
 # they starved; their timeout is longer for a busy machine.) Last, the tests marked `alone` (the 100-wake
-# burst, the SQS poller's promptness), timed against the one-second goal with nothing beside them.
+# burst, the SQS poller's promptness), timed against the one-second goal with nothing beside them:
+# only the files that mark some (tests/conftest.py fails a run where a test is marked elsewhere), as
+# collecting every test to run a few costs seconds that nothing else shares.
 # FIRST: targets made once the simulations have started, before the other tests (`make test`'s).
+ALONE_MARK := mark\.alone\b
 pytest: $(STAMP)
 	@heavy_log=$$(mktemp); \
 	nice -n 10 $(BIN)/pytest -n 2 --timeout 900 -m cpu_heavy tests/unit > $$heavy_log 2>&1 & heavy=$$!; \
@@ -80,7 +83,7 @@ pytest: $(STAMP)
 	wait $$heavy || status=1; \
 	echo "--- the CPU-heavy simulations, run meanwhile:"; cat $$heavy_log; rm -f $$heavy_log; \
 	exit $$status
-	$(BIN)/pytest -m alone tests/e2e tests/local
+	$(BIN)/pytest -m alone $$(grep -rlE --include='test_*.py' '$(ALONE_MARK)' tests)
 
 # docs/openapi.json from the code (tests/functional/test_openapi.py fails when it drifts).
 openapi: $(STAMP)

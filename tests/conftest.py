@@ -14,6 +14,7 @@ When a test fails, the log lines of each stack written during the test are added
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
@@ -116,6 +117,9 @@ def api(stack: StackProcess) -> Iterator[Api]:
 # silently stops grouping: pytest-dev/pytest-xdist#1386.) Only under tests/unit, which that run
 # collects.
 CPU_HEAVY = ("test_simulation", "test_cost_floor", "test_cost_month", "test_fault")
+# `make pytest` runs the tests marked `alone` from the test files its grep finds this in (the
+# Makefile's ALONE_MARK): a test marked otherwise (by a hook, say) would not run at all.
+ALONE_MARK = re.compile(r"mark\.alone\b")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -123,10 +127,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.parent == ROOT / "tests" / "unit" and item.path.name.startswith(CPU_HEAVY):
             item.add_marker(pytest.mark.cpu_heavy)
+        if item.get_closest_marker("alone") and not _found_alone(item.path):
+            raise pytest.UsageError(f"{item.nodeid} is marked `alone` where make pytest's last phase cannot find it")
     yield
     # After `-m` and `-k` have deselected theirs. A pytest-xdist worker knows how many there are.
     workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
     items[:] = _slow_first(items, workers)
+
+
+def _found_alone(path: Path) -> bool:
+    """Whether `make pytest`'s grep for the tests marked `alone` finds this test file."""
+    return path.name.startswith("test_") and ALONE_MARK.search(path.read_text(encoding="utf-8")) is not None
 
 
 # The slow tests that wait longest (a schedule's minute, a sweep, sam build's install) before the others.

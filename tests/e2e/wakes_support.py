@@ -143,6 +143,16 @@ class StackAws:
         [url] = [u for u in self.sqs.list_queues()["QueueUrls"] if "CallerQueue" in u and "DeadLetter" not in u]
         return str(url)
 
+    def triggers_left(self) -> int:
+        """The triggers in the caller's queue: waiting, delayed, or received and not yet deleted
+        (the local event source deletes a batch once the caller has returned from it, its calls
+        made). Every trigger of a near wake is a message there (its first, an early one re-armed,
+        one re-sent while a claim holds, a retry): at none, no call of a near wake can follow."""
+        counts = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+        counts.append("ApproximateNumberOfMessagesDelayed")
+        attributes = self.sqs.get_queue_attributes(QueueUrl=self.caller_queue_url(), AttributeNames=counts)
+        return sum(int(attributes["Attributes"][name]) for name in counts)
+
     def schedule_group(self) -> str:
         groups = self.scheduler.list_schedule_groups()["ScheduleGroups"]
         [name] = [group["Name"] for group in groups if group["Name"] != "default"]

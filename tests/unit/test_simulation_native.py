@@ -75,7 +75,11 @@ def _simulated(runner: "subprocess.Popen[bytes]") -> tuple[dict[str, str], list[
 
 
 def _build(target: Path) -> None:
-    built = subprocess.run([sys.executable, str(ROOT / "sim" / "build_native.py"), str(target)], capture_output=True)
+    # Unoptimised C: -O3 (make simulate's) takes the C compiler much longer and buys little in a
+    # run of seconds. The figures do not depend on the level: without -ffast-math, and with no
+    # multiply and add fused (build_native.EXTRA_COMPILE_ARGS), each float operation rounds alike.
+    command = [sys.executable, str(ROOT / "sim" / "build_native.py"), str(target), "--opt-level", "0"]
+    built = subprocess.run(command, capture_output=True)
     # mypyc prints what it refuses on stdout, a compiler its errors on stderr.
     assert built.returncode == 0, f"{built.stdout.decode()}\n{built.stderr.decode()}"
 
@@ -84,7 +88,7 @@ def _build(target: Path) -> None:
 # rather than taking it last and running on alone after the others have finished.
 @pytest.mark.slow
 def test_compiled_scenarios_give_every_figure_the_python_ones_give(tmp_path: Path) -> None:
-    # One test, so that the build (20 s of CPU) is made once, whichever worker runs it. The Python
+    # One test, so that the build (seconds of CPU) is made once, whichever worker runs it. The Python
     # modules' run needs no build: it runs meanwhile, on a core the build may leave idle.
     with _start([]) as python_runner:  # its pipes closed and it waited for, whatever happens
         try:
