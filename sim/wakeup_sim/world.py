@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from wakeup.logic.delivery import Caller
+from wakeup.logic.delivery import Caller, Delivery
 from wakeup.logic.sweeper import UnreadShardsError, sweep
 from wakeup.logic.wakes import register_wake
 from wakeup.model import Origin, Trigger

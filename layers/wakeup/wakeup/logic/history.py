@@ -9,9 +9,10 @@ same conditional write: no request of its own), and kept in one of 100 slots, a 
 The items are `wakeup.table.history`'s; this module holds the rules of the ring and its reading.
 A call costs one put of an item under 1 KB (one write unit) and no index write: the item has none
 of the indexes' keys. An invocation's calls are kept together once they are made, up to 25 in one
-`BatchWriteItem`, which bills each put as the `PutItem` it stands for (see `record`). The 101st call overwrites the first, so no instance ever holds more
-than 100, and DynamoDB's TTL (`expires_at`, 7 days after the call) deletes the rest; since TTL
-deletes lazily (within days), a read leaves out what is older than 7 days too. Listing reads the
+`BatchWriteItem`, which bills each put as the `PutItem` it stands for (see `record`). The 101st
+call overwrites the first, so no instance ever holds more than 100, and DynamoDB's TTL
+(`expires_at`, 7 days after the call) deletes the rest; since TTL deletes lazily (within days), a
+read leaves out what is older than 7 days too. Listing reads the
 slots from the newest number down with `BatchGetItem` (the instance's `history_seq` says where to
 start), skipping a slot that holds another number (a call whose item was never written).
 """
