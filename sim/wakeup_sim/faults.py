@@ -66,7 +66,7 @@ RUNS = (1, 2, 3, 5)
 SECRETS_LATENCY_S = 0.02
 # The points (requests and host calls) of a typical invocation, for drawing where a doomed one
 # dies: the caller's delivery of one record makes about six (claim, signing read, secret, call,
-# history, outcome); the wake function four; the sweeper a query and a read per shard of 64.
+# outcome, and its batch's history write after); the wake function four; the sweeper a query and a read per shard of 64.
 POINTS = {"CallerFunction": 6, "WakeFunction": 4, "SweeperFunction": 130}
 FUNCTION_TIMEOUT_S = {"WakeFunction": 10.0, "SweeperFunction": 60.0}  # the caller's is the deployment's
 
