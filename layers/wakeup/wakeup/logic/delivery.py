@@ -15,12 +15,12 @@ The steps (DESIGN section 4):
 3. the last sub-second before the time is waited out here, after the claim, so a host is never
    called early and, at a busy second, only the calls themselves are left to make;
 4. call the host and record the outcome, conditionally on the registration; after a failure arm
-   the retry at the time `wakeup.logic.retry` sets, or give the wake up when it is too old;
-5. once every trigger of the invocation is delivered, keep their calls in the history together
-   (`Caller.keep_history`): one request for the batch, and no call waits for it.
+   the retry at the time `wakeup.logic.retry` sets, or give the wake up when it is too old.
    A call that cannot be signed (the keys unreadable) is not made, and counts as a failed one.
    A registration replaced in the last moment before its call may still be called once: a host
-   treats a wake after a replacement as harmless (DESIGN section 1).
+   treats a wake after a replacement as harmless (DESIGN section 1);
+5. once every trigger of the invocation is delivered, keep their calls in the history together
+   (`Caller.keep_history`): one request for the batch, and no call waits for it.
 
 Within the lease and the invocation's time (`wakeup.deadlines`): the claim is taken only when the
 invocation has time left for it, the call and the outcome's write; the call is made only when the
