@@ -16,9 +16,11 @@ relying on them. What is estimated rather than counted:
   before a wake is part of it;
 - CloudWatch Logs: the bytes the functions printed, plus about 350 bytes of Lambda's own START,
   END and REPORT lines per invocation;
-- the history (`wakeup.table.history`): one `PutItem` per call of an attempt item under 1 KB that no
+- the history (`wakeup.table.history`): one put per call of an attempt item under 1 KB that no
   index holds, so 1 write unit, priced on a row of its own (its budget: $0.70 per million wakes);
-  the few milliseconds of the request are in "Lambda duration";
+  an invocation's puts go in one `BatchWriteItem` request, which bills each put as the `PutItem` it
+  stands for, so the row counts puts, not requests; the few milliseconds of the request are in
+  "Lambda duration";
 - Secrets Manager: the caller reads the signing master key once per warm function per 15 minutes.
 
 What a stack pays each month with no wake at all is `idle_month`'s (provisioned pollers, dashboard,
@@ -93,9 +95,13 @@ MONTH_S = MONTH_HOURS * 3600.0
 
 # The history's attempt item: under 1 KB, in no index.
 HISTORY_WRITE_UNITS = 1
-# The functions' one PutItem is the history's: accounts and instances are written in transactions
-# and updates (wakeup.table), so the requests counted by operation tell the two apart.
-HISTORY_PUT = "dynamodb:PutItem"
+# The functions' one BatchWriteItem is the history's: accounts and instances are written in
+# transactions and updates (wakeup.table), so the requests counted by operation tell the two apart.
+# It carries up to 25 puts (an invocation's calls), each billed as the PutItem it stands for: a
+# write request unit per item up to 1 KB ("Amazon DynamoDB pricing for on-demand capacity",
+# https://aws.amazon.com/dynamodb/pricing/on-demand/; "BatchWriteItem", DynamoDB API reference,
+# https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_BatchWriteItem.html).
+HISTORY_PUT = "dynamodb:BatchWriteItem"
 HISTORY_BUDGET_USD_PER_MILLION = 0.70
 
 # The per-account rate on the account routes (wakeup.logic.rates): an admitted request adds one
@@ -161,6 +167,9 @@ class Usage:
     # DynamoDB units when metered item by item (the simulator); None: estimated from the requests.
     read_units: float | None = None
     write_units: float | None = None
+    # The history's puts (its items), when metered one by one inside their batches (the simulator);
+    # None: one a `HISTORY_PUT` request counted (the local stack counts requests, not their items).
+    history_puts: float | None = None
 
     @classmethod
     def per(cls, counted: Mapping[str, Any], count: int, **extra: float) -> Usage:
@@ -199,6 +208,7 @@ class Usage:
             # Metered units carry over when both sides have them.
             read_units=_minus(self.read_units, other.read_units),
             write_units=_minus(self.write_units, other.write_units),
+            history_puts=_minus(self.history_puts, other.history_puts),
         )
 
     def __truediv__(self, count: float) -> Usage:
@@ -215,6 +225,7 @@ class Usage:
             sqs_batches=self.sqs_batches / count,
             read_units=None if self.read_units is None else self.read_units / count,
             write_units=None if self.write_units is None else self.write_units / count,
+            history_puts=None if self.history_puts is None else self.history_puts / count,
         )
 
 
@@ -244,7 +255,8 @@ def lines(
     reads = usage.read_units
     if reads is None:
         reads = usage.requests.get("dynamodb:GetItem", 0) + 0.5 * usage.requests.get("dynamodb:Query", 0)
-    history = HISTORY_WRITE_UNITS * usage.requests.get(HISTORY_PUT, 0)
+    puts = usage.history_puts if usage.history_puts is not None else usage.requests.get(HISTORY_PUT, 0)
+    history = HISTORY_WRITE_UNITS * puts
     writes = usage.write_units
     if writes is None:
         counted = sum(usage.requests.get(name, 0) for name in _WRITES)

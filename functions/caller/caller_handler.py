@@ -5,7 +5,9 @@ concurrently (each in a thread, since a call may wait up to its timeout on a hos
 that raises is reported as a partial batch failure, so only it comes back. No record's step runs
 past the invocation's time (the caller checks it before each), so a slow record fails or is sent
 again alone, and its batch-mates' outcomes are written and reported: a Lambda timeout would have
-returned every message of the batch, done or not, after the queue's visibility timeout.
+returned every message of the batch, done or not, after the queue's visibility timeout. Once every
+record is done, the batch's calls are kept in the history together (one request, not one a call),
+within the time left; a call not kept is logged, and fails no record.
 """
 
 import asyncio
@@ -22,7 +24,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from wakeup.deadlines import timed
 from wakeup.factories import get_signing_keys, get_store, get_triggers, require_master_key
 from wakeup.host_call import call_wake
-from wakeup.logic.delivery import Caller, publish, publish_baseline
+from wakeup.logic.delivery import Caller, Delivery, publish, publish_baseline
 from wakeup.model import Origin, Trigger
 from wakeup.observability import logger, metrics, tracer
 from wakeup.settings import get_settings
@@ -71,20 +73,24 @@ def _deliver_batch(event: dict[str, Any], context: LambdaContext) -> PartialItem
     # A thread for every record: a host that hangs until its timeout must not hold back the
     # others (asyncio's default pool has only a few threads).
     threads = ThreadPoolExecutor(max_workers=max(len(event["Records"]), 1), thread_name_prefix="deliver")
+    delivered: list[Delivery] = []
 
     async def deliver_record(record: SQSRecord) -> str:
         trigger = _trigger_in(record.body, record.message_id)
         loop = asyncio.get_running_loop()
         delivery = await loop.run_in_executor(threads, caller.deliver, trigger, Origin.QUEUE)
         publish(delivery)  # back in the event loop's thread
+        delivered.append(delivery)
         return delivery.result.value
 
     # A processor per invocation: it holds the batch's state.
     processor = AsyncBatchProcessor(event_type=EventType.SQS)
     with threads:
-        return async_process_partial_response(
+        response = async_process_partial_response(
             event=event, record_handler=deliver_record, processor=processor, context=context
         )
+    caller.keep_history(delivered)
+    return response
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -98,6 +104,10 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     # Scheduler invokes asynchronously with the schedule's input, the trigger itself; raising makes
     # Lambda retry it (EventInvokeConfig in template.yaml) and then keep it in the caller's
     # failed-events queue. The schedules' dead-letter queue never sees it.
-    delivery = _caller(context).deliver(parse_trigger(event), Origin.SCHEDULE)
+    caller = _caller(context)
+    delivery = caller.deliver(parse_trigger(event), Origin.SCHEDULE)
     publish(delivery)
+    # The same request as a batch's, for its one call: one path, and a BatchWriteItem of one put
+    # costs what a PutItem does.
+    caller.keep_history([delivery])
     return {"result": delivery.result.value}

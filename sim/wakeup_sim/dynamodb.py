@@ -14,16 +14,17 @@ import random
 import re
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from boto3.dynamodb.types import DYNAMODB_CONTEXT, TypeSerializer
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from wakeup.deadlines import AWS_REQUEST
 from wakeup.model import Account, CallRecord, Instance, TokenOwner
+from wakeup.observability import logger
 from wakeup.signing import SigningVersions
 from wakeup.table import DynamoStore, Registered
 from wakeup.table.items import (
@@ -42,7 +43,7 @@ from wakeup.table.items import (
     token_item,
     token_key,
 )
-from wakeup.table.mechanics import BATCH_GET_KEYS
+from wakeup.table.mechanics import BATCH_GET_KEYS, BATCH_WRITE_ITEMS
 from wakeup.tokens import TokenKind
 from wakeup_awsfacts.dynamodb import Index, item_size, read_units, write_units
 from wakeup_sim import expressions
@@ -86,6 +87,8 @@ class Metered:
     write_units: float = 0.0
     index_write_units: Counter[str] = field(default_factory=Counter)
     throttled: int = 0
+    # The puts of BatchWriteItem requests (the history's items), each billed as a PutItem.
+    batch_puts: int = 0
 
 
 class Io:
@@ -256,6 +259,18 @@ class _MemoryClient:
             raise _refused("ValidationException", "bad keys", "BatchGetItem")
         items = self._table.read_many(pks, consistent=bool(request.get("ConsistentRead", False)))
         return {"Responses": {table: [Loaded(item) for item in items]}, "UnprocessedKeys": {}}
+
+    def batch_write_item(self, RequestItems: dict[str, Any]) -> dict[str, Any]:  # noqa: N803
+        ((_, writes),) = RequestItems.items()
+        if any(set(write) != {"PutRequest"} for write in writes):
+            raise NotImplementedError("the simulated table's BatchWriteItem only puts")
+        items = [{name: load_value(value) for name, value in write["PutRequest"]["Item"].items()} for write in writes]
+        pks = [str(item["pk"]) for item in items]
+        if not pks or len(pks) > BATCH_WRITE_ITEMS or len(set(pks)) != len(pks):
+            # As DynamoDB: 1 to 25 puts, no key twice (BatchWriteItem, DynamoDB API reference).
+            raise _refused("ValidationException", "bad puts", "BatchWriteItem")
+        self._table.write_many(items)
+        return self._answer({"UnprocessedItems": {}})
 
     def __getattr__(self, name: str) -> Any:
         raise NotImplementedError(f"the simulated table does not implement the request behind {name}")
@@ -456,6 +471,44 @@ class MemoryTable:
             self.io.backoff(attempt + 1)
         raise error or self._throttled(operation)
 
+    def write_many(self, items: Sequence[Item]) -> None:
+        """One BatchWriteItem of whole items (no condition): each put costs the units its PutItem
+        would (DynamoDB read and write operations); all admitted or the request throttled, never a
+        part (a part left unprocessed is `wakeup_sim.fault_hooks.UnprocessedBatches`'s)."""
+        error: Exception | None = None
+        for attempt in range(MAX_ATTEMPTS):
+            self.retry_attempts = attempt
+            self.io.request("BatchWriteItem")
+            error = self.io.fault("BatchWriteItem", attempt)
+            if error is not None:
+                self.io.backoff(attempt + 1)
+                continue
+            # Each put's own units: the larger of the item before and after (`table_write_units`).
+            units = 0
+            index_writes: list[tuple[str, Any, int]] = []
+            for item in items:
+                pk = str(item["pk"])
+                old = self.items.get(pk)
+                units += write_units(max(self._size(pk, old), item_size(item)))
+                index_writes.extend(self._index_writes(old, item))
+            if self.io.admit(0, units, index_writes):
+                self.metered.requests["dynamodb:BatchWriteItem"] += 1
+                self.metered.batch_puts += len(items)
+                self.metered.write_units += units
+                for name, _, index_units in index_writes:
+                    self.metered.index_write_units[name] += index_units
+                for item in items:
+                    pk = str(item["pk"])
+                    self._store(pk, self.items.get(pk), item)
+                    self._sizes.pop(pk, None)
+                error = self.io.reply_lost("BatchWriteItem")
+                if error is None:
+                    return
+            else:
+                self.metered.throttled += 1
+            self.io.backoff(attempt + 1)
+        raise error or self._throttled("BatchWriteItem")
+
     def transact(self, writes: list["_Write"], token: str | None) -> None:
         """One `TransactWriteItems`: every condition checked, then every write applied, or none
         (`_TransactionCancelled`, with each action's reason); two units per item written
@@ -542,7 +595,7 @@ class MemoryStore(DynamoStore):
 
     What it does apart: a scenario's setup (`create_account`, `register_instance`: items written as
     `DynamoStore` writes them, unmetered, with ids from the world's random numbers), and the reads
-    and the history's `PutItem` that the simulation makes millions of (one item by key, no
+    and the history's `BatchWriteItem` that the simulation makes millions of (whole items by key, no
     condition), which skip the typed JSON's round trip unless a test swapped in a client of its
     own; `tests/functional/test_store_contract.py` holds them to `DynamoStore`'s answers."""
 
@@ -591,13 +644,21 @@ class MemoryStore(DynamoStore):
         item = self.memory.read(account_key(account_id), consistent=False)
         return signing_of(item) if item is not None else None
 
-    def record_call(self, call: CallRecord) -> None:
-        """One `PutItem` of the call's item (one a wake), without the typed JSON's round trip."""
+    def record_calls(self, calls: Sequence[CallRecord], may_wait: Callable[[float], bool]) -> list[CallRecord]:
+        """The calls' items (one a wake), a `BatchWriteItem` for up to 25, without the typed JSON's
+        round trip; as `DynamoStore`, a request that fails leaves its calls unwritten, returned. The
+        table's own client leaves nothing unprocessed, so there is nothing to send again."""
         if not self._own_client():
-            super().record_call(call)
-            return
-        item = _as_stored(call_item(call))
-        self.memory.write(str(item["pk"]), lambda _: item, operation="PutItem")
+            return super().record_calls(calls, may_wait)
+        unwritten: list[CallRecord] = []
+        for start in range(0, len(calls), BATCH_WRITE_ITEMS):
+            batch = calls[start : start + BATCH_WRITE_ITEMS]
+            try:
+                self.memory.write_many([_as_stored(call_item(call)) for call in batch])
+            except (ClientError, BotoCoreError) as exc:
+                logger.warning("batch write failed", items=len(batch), error=str(exc))
+                unwritten.extend(batch)
+        return unwritten
 
     # -- a scenario's setup --------------------------------------------------------------------
 

@@ -165,7 +165,9 @@ def stale_reads(faults: FaultInjector, store: Any) -> None:
 
 class UnprocessedBatches:
     """The store's DynamoDB client, whose `BatchGetItem` now and then leaves some keys unprocessed
-    (DynamoDB does so past 16 MB or under throttling; the caller asks for them again)."""
+    (DynamoDB does so past 16 MB or under throttling; the caller asks for them again), and whose
+    `BatchWriteItem` leaves some puts unmade, returned in `UnprocessedItems` (DynamoDB does so under
+    throttling or an internal error: "BatchWriteItem", DynamoDB API reference)."""
 
     def __init__(self, faults: FaultInjector, inner: Any) -> None:
         self.faults, self.inner = faults, inner
@@ -187,4 +189,18 @@ class UnprocessedBatches:
         # answered are as the in-memory client gives them, loaded already).
         keys = [dump({"pk": load(item)["pk"]}) for item in items[:left]]
         answer["UnprocessedKeys"] = {table: {**request, "Keys": keys}}
+        return answer
+
+    def batch_write_item(self, RequestItems: dict[str, Any]) -> dict[str, Any]:  # noqa: N803
+        place = "dynamodb:BatchWriteItem"
+        ((table, puts),) = RequestItems.items()
+        if self.faults.draws(place, (Kind.UNPROCESSED,)) is None:
+            return dict(self.inner.batch_write_item(RequestItems=RequestItems))
+        self.faults.note(f"{place} {Kind.UNPROCESSED.value}")
+        # Some puts, or all, left unmade: only the others reach the table.
+        left = self.faults.rng.randint(1, len(puts))
+        answer: dict[str, Any] = (
+            dict(self.inner.batch_write_item(RequestItems={table: puts[left:]})) if left < len(puts) else {}
+        )
+        answer["UnprocessedItems"] = {table: puts[:left]}
         return answer

@@ -66,7 +66,7 @@ RUNS = (1, 2, 3, 5)
 SECRETS_LATENCY_S = 0.02
 # The points (requests and host calls) of a typical invocation, for drawing where a doomed one
 # dies: the caller's delivery of one record makes about six (claim, signing read, secret, call,
-# history, outcome); the wake function four; the sweeper a query and a read per shard of 64.
+# outcome, and its batch's history write after); the wake function four; the sweeper a query and a read per shard of 64.
 POINTS = {"CallerFunction": 6, "WakeFunction": 4, "SweeperFunction": 130}
 FUNCTION_TIMEOUT_S = {"WakeFunction": 10.0, "SweeperFunction": 60.0}  # the caller's is the deployment's
 
@@ -94,7 +94,8 @@ class Kind(StrEnum):
     OUT_OF_ORDER = "lands after a later update"
     # Stale reads: an index's lag, an eventually consistent read.
     STALE = "reads a view up to a second old"
-    UNPROCESSED = "leaves keys unprocessed"
+    # A batch request answers part of it (BatchGetItem's keys, BatchWriteItem's puts) and returns the rest.
+    UNPROCESSED = "leaves part unprocessed"
     # A race on one instance during its call: the host registers again while it is being called.
     REREGISTERS = "registers again during its call"
 
@@ -129,7 +130,11 @@ PLACES: dict[str, tuple[str, tuple[Kind, ...]]] = {
         " (applied late: `LateWrites`, the same requests re-sent)",
         (*AWS_KINDS, Kind.APPLIES_LATE),
     ),
-    "dynamodb:PutItem": ("MemoryTable.write through DynamoStore.record_call: the history's item", AWS_KINDS),
+    "dynamodb:BatchWriteItem": (
+        "MemoryTable.write_many through DynamoStore.record_calls: an invocation's history items"
+        " (`UnprocessedBatches`: some puts not made, returned unprocessed)",
+        (*AWS_KINDS, Kind.UNPROCESSED),
+    ),
     "dynamodb:Query": (
         "MemoryTable.query through DynamoStore.overdue: the sweeper's shards (the index's lag: `stale_reads`)",
         (*READ_KINDS, Kind.STALE),

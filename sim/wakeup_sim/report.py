@@ -104,6 +104,7 @@ def world_usage(world: World, log_bytes: float, count: int = 1) -> cost.Usage:
         scheduler_invocations=world.scheduler.invocations / count,
         read_units=metered.read_units / count,
         write_units=(metered.write_units + sum(metered.index_write_units.values())) / count,
+        history_puts=metered.batch_puts / count,
     )
 
 

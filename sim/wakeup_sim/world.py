@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from wakeup.logic.delivery import Caller
+from wakeup.logic.delivery import Caller, Delivery
 from wakeup.logic.sweeper import UnreadShardsError, sweep
 from wakeup.logic.wakes import register_wake
 from wakeup.model import Origin, Trigger
@@ -203,7 +203,7 @@ class World:
         if isinstance(payload, list):
             return self._deliver_batch(payload)
         # Scheduler's invocation: the trigger itself; an exception makes Lambda retry it.
-        self.caller.deliver(parse_trigger(payload), Origin.SCHEDULE)
+        self.caller.keep_history([self.caller.deliver(parse_trigger(payload), Origin.SCHEDULE)])
         return None
 
     def _deliver_batch(self, batch: list[Message]) -> set[int]:
@@ -217,12 +217,13 @@ class World:
         # once. A copy, so that what a fault run set on the world's caller (its `deliver`) holds.
         caller = copy.copy(self.caller)
         caller.versions, caller.versions_lock = {}, _TaskLock(self.engine)
+        delivered: list[Delivery] = []
 
         def deliver(message: Message) -> None:
             nonlocal left
             self.cpus.bind(*bound)
             try:
-                caller.deliver(parse_trigger(json.loads(message.body)), Origin.QUEUE)
+                delivered.append(caller.deliver(parse_trigger(json.loads(message.body)), Origin.QUEUE))
             except Exception:
                 failed.add(message.id)
             finally:
@@ -234,6 +235,7 @@ class World:
         for message in batch:
             self.engine.spawn(deliver, message)
         self.engine.wait_parked()
+        caller.keep_history(delivered)  # as caller_handler: the batch's calls together, once all are made
         return failed
 
     def _wake_handler(self, payload: tuple[Wake, float]) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -15,6 +17,7 @@ from support.host import WakeHost
 from support.stack_process import StackProcess
 from support.waiting import wait_until
 from wakeup.tokens import TokenKind, mint
+from wakeup_local.aws.request_counter import COUNTS_PATH
 
 CLIENTS = 8
 
@@ -78,6 +81,30 @@ def test_a_host_failing_three_times_then_answering_shows_four_calls_newest_first
     first = attempts_of(api, instance_id, limit=3)
     rest = attempts_of(api, instance_id, limit=3, cursor=first["next"])
     assert first["attempts"] + rest["attempts"] == calls and rest["next"] is None
+
+
+def history_writes(stack: StackProcess) -> int:
+    """The BatchWriteItem requests the stack's functions have made to its moto so far."""
+    with urllib.request.urlopen(stack.endpoint_url + COUNTS_PATH, timeout=10) as reply:
+        return int(json.load(reply).get("dynamodb:BatchWriteItem", 0))
+
+
+def test_a_burst_is_kept_in_the_history_a_batch_to_a_request_every_call_listed(
+    stack: StackProcess, instances: Instances, host: WakeHost, api: Api
+) -> None:
+    # given twenty instances whose wakes are all due at one second, a few seconds ahead
+    made = [instances.new(host.url_for(f"burst{index}")) for index in range(20)]
+    before = history_writes(stack)
+    at = iso(time.time() + 3)
+    for _, token in made:
+        instances.wake(token, at)
+    # when they are called (SQS hands the caller batches of several)
+    listed = [recorded_attempts(api, instance_id, 1)["attempts"] for instance_id, _ in made]
+    # then every call is listed in its instance's history, once
+    assert [len(calls) for calls in listed] == [1] * 20
+    assert all(calls[0]["status"] == 200 for calls in listed)
+    # and the twenty calls took fewer requests than calls: a batch's items are one request
+    assert 1 <= history_writes(stack) - before < 20
 
 
 def test_an_unknown_instance_is_404_another_accounts_403_a_bad_limit_400(

@@ -42,3 +42,27 @@ class FaultyClient:
             raise fault
 
         return fail
+
+
+class BatchWrites:
+    """The store's client (moto's, or the simulator's own), counting the BatchWriteItem requests
+    made through it; the first `unprocessed` of them make only their first half of the puts and
+    answer the rest unprocessed, as DynamoDB may under throttling ("BatchWriteItem", DynamoDB API
+    reference)."""
+
+    def __init__(self, client: object, unprocessed: int = 0) -> None:
+        self._client, self.unprocessed = client, unprocessed
+        self.requests: list[int] = []  # the puts of each request
+
+    def batch_write_item(self, RequestItems: dict[str, list[object]]) -> dict[str, object]:  # noqa: N803
+        ((name, puts),) = RequestItems.items()
+        self.requests.append(len(puts))
+        made, left = (puts[: len(puts) // 2], puts[len(puts) // 2 :]) if self.unprocessed else (puts, [])
+        if self.unprocessed:
+            self.unprocessed -= 1
+        if made:
+            self._client.batch_write_item(RequestItems={name: made})  # type: ignore[attr-defined]
+        return {"UnprocessedItems": {name: left} if left else {}}
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._client, name)

@@ -9,6 +9,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from faulty import BatchWrites, FaultyClient, throttled
 from moto_env import (
     Deployed,
     Host,
@@ -208,6 +209,72 @@ def test_a_batch_reads_its_accounts_signing_versions_once(
     # then every call is signed, with one read of the account's versions per batch, not per call
     assert len(wake_host.calls) == 11 and all("webhook-signature" in c.headers for c in wake_host.calls)
     assert reads == [account.id, account.id]
+
+
+# -- the history ----------------------------------------------------------------------------------
+
+
+def history_store(env: Deployed, caller: ModuleType, unprocessed: int = 0) -> tuple[BatchWrites, list[float]]:
+    """The handler's store over moto's client, its BatchWriteItem requests counted (the first
+    `unprocessed` making half their puts only), its waits recorded rather than slept."""
+    writes = BatchWrites(env.clients.dynamodb, unprocessed)
+    waits: list[float] = []
+    store = DynamoStore(env.settings.table, client=writes, sleep=waits.append)
+    caller.get_store = lambda: store
+    return writes, waits
+
+
+def kept_calls(env: Deployed, instance_ids: list[str]) -> list[str]:
+    return [i for i in instance_ids if len(env.store.read_calls(i, [1])) == 1]
+
+
+def test_a_batchs_calls_are_kept_in_one_request_after_they_are_made(
+    env: Deployed, caller: ModuleType, wake_host: Host
+) -> None:
+    # given ten wakes due now, and a Scheduler's one
+    writes, _ = history_store(env, caller)
+    instances = [env.new_instance(wake_host.url) for _ in range(11)]
+    triggers = [env.new_wake(instance, now()) for instance in instances]
+    # when one batch delivers ten, and the schedule the last
+    assert handler(caller, sqs_batch(*triggers[:10])) == {"batchItemFailures": []}
+    assert handler(caller, scheduler_invocation(triggers[10])) == {"result": "called"}
+    # then each invocation kept its calls in one BatchWriteItem: ten puts, then one
+    assert writes.requests == [10, 1]
+    assert kept_calls(env, instances) == instances
+
+
+def test_unprocessed_history_items_are_sent_again_and_those_left_logged_not_raised(
+    env: Deployed, caller: ModuleType, wake_host: Host, log_records: list[logging.LogRecord]
+) -> None:
+    # given a table that leaves half of every batch's puts unprocessed
+    writes, waits = history_store(env, caller, unprocessed=100)
+    instances = [env.new_instance(wake_host.url) for _ in range(4)]
+    # when a batch of four calls its hosts
+    reply = handler(caller, sqs_batch(*(env.new_wake(instance, now()) for instance in instances)))
+    # then every record succeeded; the unprocessed puts were sent again after waits, eight sends
+    assert reply == {"batchItemFailures": []} and len(wake_host.calls) == 4
+    assert writes.requests == [4, 2, 1, 1, 1, 1, 1, 1] and len(waits) == 7
+    # and the call never written is logged (the others kept), its wake's outcome recorded
+    [left] = [r.instance_id for r in log_records if r.getMessage() == "call not kept in the history"]  # type: ignore[attr-defined]
+    assert kept_calls(env, instances) == [i for i in instances if i != left]
+    instance = env.store.get_instance(left)
+    assert instance is not None and instance.called_at is not None and not instance.pending
+
+
+def test_a_history_write_that_fails_fails_no_record(
+    env: Deployed, caller: ModuleType, wake_host: Host, log_records: list[logging.LogRecord]
+) -> None:
+    # given a table whose BatchWriteItem is throttled through botocore's retries
+    store = DynamoStore(
+        env.settings.table, client=FaultyClient(env.clients.dynamodb, batch_write_item=throttled("BatchWriteItem"))
+    )
+    caller.get_store = lambda: store
+    triggers = [env.new_wake(env.new_instance(wake_host.url), now()) for _ in range(3)]
+    # when / then the batch succeeds whole, and each call left out of the history is logged
+    assert handler(caller, sqs_batch(*triggers)) == {"batchItemFailures": []}
+    assert len(wake_host.calls) == 3
+    not_kept = [r for r in log_records if r.getMessage() == "call not kept in the history"]
+    assert sorted(r.instance_id for r in not_kept) == sorted(t.instance_id for t in triggers)  # type: ignore[attr-defined]
 
 
 def test_a_record_that_is_not_a_trigger_fails_alone(env: Deployed, caller: ModuleType, wake_host: Host) -> None:

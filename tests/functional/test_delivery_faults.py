@@ -49,10 +49,11 @@ def swept_later(env: Deployed, seconds: float) -> list[Trigger]:
 def test_a_caller_dying_between_the_outcome_and_the_history_leaves_the_wake_called(env: Deployed, host: Host) -> None:
     # given a caller whose process ends when it goes to write the history item
     trigger = due_wake(env, host)
-    caller = Caller(faulty_store(env, put_item=Died()), env.triggers, env.settings)
+    caller = Caller(faulty_store(env, batch_write_item=Died()), env.triggers, env.settings)
     # when
+    delivery = caller.deliver(trigger, Origin.QUEUE)
     with pytest.raises(Died):
-        caller.deliver(trigger, Origin.QUEUE)
+        caller.keep_history([delivery])
     # then the 2xx is recorded, so nothing (no sweep, no copy of the trigger) calls the host again
     assert len(host.calls) == 1
     instance = env.store.get_instance(trigger.instance_id)
@@ -63,8 +64,11 @@ def test_a_caller_dying_between_the_outcome_and_the_history_leaves_the_wake_call
 def test_a_history_item_that_cannot_be_written_leaves_a_failed_wake_retried(env: Deployed) -> None:
     with serving_host(statuses=[503]) as host:
         trigger = due_wake(env, host)
-        caller = Caller(faulty_store(env, put_item=throttled("PutItem")), env.triggers, env.settings)
+        store = faulty_store(env, batch_write_item=throttled("BatchWriteItem"))
+        caller = Caller(store, env.triggers, env.settings)
         delivery = caller.deliver(trigger, Origin.QUEUE)
+        caller.keep_history([delivery])  # logged, not raised
+    assert store.client.calls == ["batch_write_item"]
     assert delivery.result is Result.FAILED and delivery.recorded and delivery.retry_armed
     assert [sent for sent, _ in env.triggers.sent] == [Trigger(trigger.instance_id, trigger.reg, 1)]
     assert env.store.read_calls(trigger.instance_id, [1]) == []  # the item was indeed not written
@@ -72,8 +76,11 @@ def test_a_history_item_that_cannot_be_written_leaves_a_failed_wake_retried(env:
 
 def test_a_history_item_that_cannot_be_written_leaves_a_2xx_recorded(env: Deployed, host: Host) -> None:
     trigger = due_wake(env, host)
-    caller = Caller(faulty_store(env, put_item=throttled("PutItem")), env.triggers, env.settings)
+    store = faulty_store(env, batch_write_item=throttled("BatchWriteItem"))
+    caller = Caller(store, env.triggers, env.settings)
     delivery = caller.deliver(trigger, Origin.QUEUE)
+    caller.keep_history([delivery])  # logged, not raised
+    assert store.client.calls == ["batch_write_item"]
     assert delivery.result is Result.CALLED and delivery.recorded
     instance = env.store.get_instance(trigger.instance_id)
     assert instance is not None and instance.called_at is not None
@@ -105,9 +112,9 @@ def test_lateness_counts_from_the_wakes_time_when_the_sweeper_moved_its_next_cal
     trigger = due_wake(env, host, late_s=87)
     assert env.store.postpone(trigger, now() - timedelta(seconds=1), epoch_ms(now()))
     # when it is called
-    delivery = Caller(env.store, env.triggers, env.settings).deliver(
-        Trigger(trigger.instance_id, trigger.reg, 0, origin=Origin.SWEEPER), Origin.QUEUE
-    )
+    caller = Caller(env.store, env.triggers, env.settings)
+    delivery = caller.deliver(Trigger(trigger.instance_id, trigger.reg, 0, origin=Origin.SWEEPER), Origin.QUEUE)
+    caller.keep_history([delivery])
     # then the lateness (logs and metrics read the delivery's) and the history both say 87 s
     assert delivery.result is Result.CALLED
     assert delivery.lateness_ms is not None and 87_000 <= delivery.lateness_ms < 90_000

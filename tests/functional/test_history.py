@@ -36,7 +36,7 @@ def owner_of(env: Deployed, instance_id: str) -> TokenOwner:
 def call_at(env: Deployed, instance_id: str, moment: datetime) -> None:
     """A wake due at `moment`, delivered by the real caller whose clock reads `moment`."""
     caller = Caller(env.store, env.triggers, env.settings, clock=lambda: moment, sleep=lambda _: None)
-    caller.deliver(env.new_wake(instance_id, moment - timedelta(seconds=1)), Origin.QUEUE)
+    caller.keep_history([caller.deliver(env.new_wake(instance_id, moment - timedelta(seconds=1)), Origin.QUEUE)])
 
 
 def listed(env: Deployed, instance_id: str, when: datetime, limit: str | None = None) -> list[CallRecord]:

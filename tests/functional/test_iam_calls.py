@@ -204,7 +204,7 @@ def test_the_caller_makes_only_requests_its_role_allows(env: Deployed, requests:
     assert invoke(sqs_batch(failing)) == {"batchItemFailures": []}
     assert {
         ("dynamodb:GetItem", TABLE),
-        ("dynamodb:PutItem", TABLE),
+        ("dynamodb:BatchWriteItem", TABLE),
         ("secretsmanager:GetSecretValue", ""),
     } <= requests.made["CallerFunction"]  # what the work above is here to cover
     assert requests.made["CallerFunction"] <= granted("CallerFunction")

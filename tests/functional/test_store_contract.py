@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 
 import pytest
 from botocore.exceptions import ReadTimeoutError
+from faulty import BatchWrites
 from lost_reply import LostReplyProxy
 from moto_env import Deployed
 
@@ -402,9 +403,65 @@ def test_a_recorded_call_is_read_back_as_it_was_made(table: Table) -> None:
         CallRecord(instance_id, 1, at, at, 0, 12, 85, 200, None, Origin.QUEUE, "w1"),
         CallRecord(instance_id, 2, at, at, 1, None, 5000, None, "timed out after 5 s", Origin.SWEEPER, "w2"),
     ]
-    for call in made:
-        table.store.record_call(call)
+    assert table.store.record_calls(made, lambda _: True) == []
     assert table.store.read_calls(instance_id, [1, 2]) == made
+
+
+def _calls(instance_id: str, count: int) -> list[CallRecord]:
+    at = whole_ms(now())
+    return [
+        CallRecord(instance_id, seq, at, at, 0, 12, 85, 200, None, Origin.QUEUE, f"w{seq}")
+        for seq in range(1, count + 1)
+    ]
+
+
+def test_calls_are_kept_25_to_a_batch_write(table: Table, client_swap: Callable[..., None]) -> None:
+    # given 30 calls of one instance (seqs 1..30: 30 slots of its ring)
+    instance_id = table.instance()
+    calls = _calls(instance_id, 30)
+    counted = BatchWrites(table.store.client)
+    client_swap(counted)
+    # when they are kept
+    assert table.store.record_calls(calls, lambda _: True) == []
+    # then in ceil(30 / 25) requests, and every one is read back
+    assert counted.requests == [25, 5]
+    assert table.store.read_calls(instance_id, list(range(1, 31))) == calls
+
+
+def test_unprocessed_puts_are_sent_again_after_a_wait(table: Table, client_swap: Callable[..., None]) -> None:
+    instance_id = table.instance()
+    calls = _calls(instance_id, 8)
+    waits: list[float] = []
+    counted = BatchWrites(table.store.client, unprocessed=2)
+    client_swap(counted, waits.append)
+    assert table.store.record_calls(calls, lambda _: True) == []
+    # 8 sent, 4 left; those 4 sent, 2 left; those 2 sent and made: each resend after a wait
+    assert counted.requests == [8, 4, 2]
+    assert len(waits) == 2 and all(0 <= w <= 2.0 for w in waits)
+    assert table.store.read_calls(instance_id, list(range(1, 9))) == calls
+
+
+def test_puts_left_unprocessed_for_good_are_returned_not_raised(table: Table, client_swap: Callable[..., None]) -> None:
+    instance_id = table.instance()
+    calls = _calls(instance_id, 1)
+    waits: list[float] = []
+    client_swap(BatchWrites(table.store.client, unprocessed=100), waits.append)
+    assert table.store.record_calls(calls, lambda _: True) == calls
+    assert len(waits) == 7  # eight sends in all
+    assert table.store.read_calls(instance_id, [1]) == []
+
+
+def test_no_wait_starts_that_the_time_left_cannot_hold(table: Table, client_swap: Callable[..., None]) -> None:
+    # given a batch write that leaves half its puts unprocessed, and no time for a wait
+    instance_id = table.instance()
+    calls = _calls(instance_id, 4)
+    waits: list[float] = []
+    counted = BatchWrites(table.store.client, unprocessed=100)
+    client_swap(counted, waits.append)
+    # when / then the half not made is returned at once, the half made is kept
+    assert table.store.record_calls(calls, lambda _: False) == calls[2:]
+    assert counted.requests == [4] and waits == []
+    assert table.store.read_calls(instance_id, [1, 2, 3, 4]) == calls[:2]
 
 
 # -- a lost reply on every write ----------------------------------------------------------------
@@ -563,9 +620,9 @@ def test_a_recorded_call_whose_reply_was_lost_is_kept_once(table: Table, lossy: 
     instance_id = table.instance()
     at = whole_ms(now())
     call = CallRecord(instance_id, 1, at, at, 0, 12, 85, 200, None, Origin.QUEUE, "w1")
-    lossy.lose("PutItem")
-    lossy.store.record_call(call)
-    assert lossy.retried("PutItem")
+    lossy.lose("BatchWriteItem")
+    assert lossy.store.record_calls([call], lambda _: True) == []
+    assert lossy.retried("BatchWriteItem")
     assert table.store.read_calls(instance_id, [1]) == [call]
 
 

@@ -89,8 +89,8 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str]]] = {
     # and traces.
     "CallerFunction": {
         ("dynamodb:GetItem", repr(TABLE)),
-        # Each call kept in the instance's history (an attempt item).
-        ("dynamodb:PutItem", repr(TABLE)),
+        # An invocation's calls kept in their instances' history (attempt items), together.
+        ("dynamodb:BatchWriteItem", repr(TABLE)),
         ("dynamodb:UpdateItem", repr(TABLE)),
         ("sqs:SendMessage", repr(CALLER_QUEUE)),
         ("scheduler:CreateSchedule", repr(SCHEDULES_OF_THE_GROUP)),

@@ -18,7 +18,9 @@ The steps (DESIGN section 4):
    the retry at the time `wakeup.logic.retry` sets, or give the wake up when it is too old.
    A call that cannot be signed (the keys unreadable) is not made, and counts as a failed one.
    A registration replaced in the last moment before its call may still be called once: a host
-   treats a wake after a replacement as harmless (DESIGN section 1).
+   treats a wake after a replacement as harmless (DESIGN section 1);
+5. once every trigger of the invocation is delivered, keep their calls in the history together
+   (`Caller.keep_history`): one request for the batch, and no call waits for it.
 
 Within the lease and the invocation's time (`wakeup.deadlines`): the claim is taken only when the
 invocation has time left for it, the call and the outcome's write; the call is made only when the
@@ -35,7 +37,7 @@ import functools
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -89,6 +91,8 @@ class Delivery:
     retry_armed: bool = False
     # The call was not made: the host's address is in a range the operator does not call.
     refused: bool = False
+    # The call made, for the history (`Caller.keep_history`); None: no call was made.
+    call: CallRecord | None = None
 
 
 class OutOfTimeError(RuntimeError):
@@ -167,6 +171,11 @@ class Caller:
             return self._defer(trigger, delay_s=lease_left_s, why="no time left to call")
         origin = Origin.SWEEPER if trigger.origin is Origin.SWEEPER else source
         return self._call(trigger, instance, instance.due, keys, origin, lease_until_ms)
+
+    def keep_history(self, deliveries: Sequence[Delivery]) -> None:
+        """Keeps the calls the deliveries made in their instances' history, together, once all are
+        made (every invocation calls it once, after its last delivery): a failure to is logged."""
+        self._outcomes.keep([delivery.call for delivery in deliveries])
 
     def _early_schedule(self, trigger: Trigger, now: datetime) -> Delivery | None:
         """A schedule's trigger, looked at by a read (cheaper than a refused claim: docs/architecture.md,
@@ -283,14 +292,14 @@ class Caller:
             trigger=origin,
             webhook_id=str(wake_id),
         )
-        # The outcome before the history item: a caller that dies between the two then loses only
-        # the item (a host called again after its 2xx costs more). Not one transaction: that
-        # would double both writes' units.
+        # The outcome now, the history item with the invocation's other calls' once all are made
+        # (`keep_history`): a caller that dies between the two then loses only the item (a host
+        # called again after its 2xx costs more). Not one transaction: that would double both
+        # writes' units.
         if outcome.error is None:
             recorded = self._outcomes.write(
                 lambda: self.store.record_success(trigger, finished), trigger, lease_until_ms
             )
-            self._outcomes.remember(call)
             logger.info(
                 "wake called",
                 instance_id=instance.id,
@@ -300,7 +309,7 @@ class Caller:
                 lateness_ms=lateness_ms,
                 recorded=recorded,
             )
-            return Delivery(Result.CALLED, lateness_ms=lateness_ms, recorded=recorded)
+            return Delivery(Result.CALLED, lateness_ms=lateness_ms, recorded=recorded, call=call)
 
         logger.warning(
             "wake call failed",
@@ -332,7 +341,6 @@ class Caller:
             recorded = self._outcomes.write(
                 lambda: self.store.record_failure(trigger, outcome.error or "", None), trigger, lease_until_ms
             )
-            self._outcomes.remember(call)
             if recorded:
                 logger.warning(
                     "wake given up",
@@ -342,15 +350,21 @@ class Caller:
                     attempts=failures,
                     max_wake_age_s=self.settings.max_wake_age_s,
                 )
-            return Delivery(Result.GIVEN_UP, lateness_ms=lateness_ms, recorded=recorded, refused=outcome.refused)
+            return Delivery(
+                Result.GIVEN_UP, lateness_ms=lateness_ms, recorded=recorded, refused=outcome.refused, call=call
+            )
 
         recorded = self._outcomes.write(
             lambda: self.store.record_failure(trigger, outcome.error or "", next_due), trigger, lease_until_ms
         )
         retry_armed = recorded and self._outcomes.arm_retry(Trigger(instance.id, trigger.reg, failures), next_due)
-        self._outcomes.remember(call)  # after the retry is armed, which a backoff of a second cannot wait for
         return Delivery(
-            Result.FAILED, lateness_ms=lateness_ms, recorded=recorded, retry_armed=retry_armed, refused=outcome.refused
+            Result.FAILED,
+            lateness_ms=lateness_ms,
+            recorded=recorded,
+            retry_armed=retry_armed,
+            refused=outcome.refused,
+            call=call,
         )
 
 

@@ -7,16 +7,19 @@ same conditional write: no request of its own), and kept in one of 100 slots, a 
     pk = ATTEMPT#<instance id>#<seq mod 100>
 
 The items are `wakeup.table.history`'s; this module holds the rules of the ring and its reading.
-A call costs one `PutItem` of an item under 1 KB (one write unit) and no index write: the item
-has none of the indexes' keys. The 101st call overwrites the first, so no instance ever holds more
-than 100, and DynamoDB's TTL (`expires_at`, 7 days after the call) deletes the rest; since TTL
-deletes lazily (within days), a read leaves out what is older than 7 days too. Listing reads the
+A call costs one put of an item under 1 KB (one write unit) and no index write: the item has none
+of the indexes' keys. An invocation's calls are kept together once they are made, up to 25 in one
+`BatchWriteItem`, which bills each put as the `PutItem` it stands for (see `record`). The 101st
+call overwrites the first, so no instance ever holds more than 100, and DynamoDB's TTL
+(`expires_at`, 7 days after the call) deletes the rest; since TTL deletes lazily (within days), a
+read leaves out what is older than 7 days too. Listing reads the
 slots from the newest number down with `BatchGetItem` (the instance's `history_seq` says where to
 start), skipping a slot that holds another number (a call whose item was never written).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -35,9 +38,18 @@ class CallPage:
     next_cursor: str | None
 
 
-def record(store: Store, call: CallRecord) -> None:
-    """Keeps one call (overwriting the call 100 numbers older, if it is still there)."""
-    store.record_call(call)
+def record(store: Store, calls: Sequence[CallRecord], may_wait: Callable[[float], bool]) -> list[CallRecord]:
+    """Keeps the calls (each overwriting the call 100 numbers older, if it is still there);
+    returns those that could not be.
+
+    One `BatchWriteItem` request for up to 25 calls, where each call was a `PutItem`: a batch
+    costs the per-item write units its puts did ("Amazon DynamoDB pricing for on-demand capacity":
+    https://aws.amazon.com/dynamodb/pricing/on-demand/, a write request unit per item up to 1 KB,
+    and "DynamoDB read and write operations", developer guide: BatchWriteItem's puts are each
+    billed as a PutItem of their own), and one request, not ten, of the caller's CPU and the
+    table's. `may_wait(seconds)`: whether a wait before sending unprocessed calls again fits the
+    invocation's time."""
+    return store.record_calls(calls, may_wait)
 
 
 def _start(instance: Instance, cursor: str | None) -> int:

@@ -1,9 +1,10 @@
 """What the caller writes after a call, within its claim's lease and its invocation's time: the
 outcome (tried again while the lease holds: an outcome not written has the host called again),
-the call's history item and the retry's trigger (each left out, and left to the sweeper or lost
-from the history, when the invocation has no time left for its request)."""
+the retry's trigger (left to the sweeper when the invocation has no time left for its request),
+and, once the invocation's calls are all made, their history items together (each left out of the
+history, and logged, when it cannot be written in the time left)."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -67,16 +68,20 @@ class Outcomes:
             return False
         return instance.called_at is not None or instance.attempts == trigger.attempt + 1
 
-    def remember(self, call: CallRecord | None) -> None:
-        """Keeps the call in the instance's history; a failure to is logged, never the call's."""
-        if call is None or call.seq < 1:  # no call made, or one not numbered by a claim (an older item)
+    def keep(self, calls: Sequence[CallRecord | None]) -> None:
+        """Keeps the calls in their instances' history, after every call of the invocation (so no
+        call waits for it), each written once; a failure to keep one is logged, never the call's.
+        Unprocessed ones are sent again after a backoff while the invocation has the time for the
+        wait and a whole request."""
+        # No call made, or one not numbered by a claim (an older item): nothing to keep.
+        numbered = [call for call in calls if call is not None and call.seq >= 1]
+        if not numbered:
             return
         if not self.has_time(AWS_REQUEST.worst_s):
-            logger.warning("no time left to keep the call in the history", instance_id=call.instance_id)
+            for call in numbered:
+                logger.warning("no time left to keep the call in the history", instance_id=call.instance_id)
             return
-        try:
-            history.record(self.store, call)
-        except (ClientError, BotoCoreError):
+        for call in history.record(self.store, numbered, lambda wait_s: self.has_time(wait_s + AWS_REQUEST.worst_s)):
             logger.warning("call not kept in the history", instance_id=call.instance_id)
 
     def arm_retry(self, retry: Trigger, due: datetime) -> bool:

@@ -7,17 +7,25 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from wakeup import aws
 from wakeup.errors import UnavailableError
+from wakeup.observability import logger
 from wakeup.table.items import Item, dump, load
 
-# BatchGetItem's most keys a request; how often its unprocessed keys are asked for, and the longest
-# wait between two asks.
+# BatchGetItem's most keys a request, BatchWriteItem's most puts; how often a batch's unprocessed
+# keys or items are sent again, and the longest wait between two sends.
 BATCH_GET_KEYS = 100
+BATCH_WRITE_ITEMS = 25
 _UNPROCESSED_ATTEMPTS = 8
 _UNPROCESSED_BACKOFF_CAP_S = 2.0
+
+
+def unprocessed_wait_s(ask: int) -> float:
+    """The wait before a batch's `ask`-th send of what it left unprocessed: exponential, with full
+    jitter, as DynamoDB advises for both batch requests."""
+    return random.uniform(0, min(_UNPROCESSED_BACKOFF_CAP_S, 0.05 * 2**ask))
 
 
 @dataclass(frozen=True)
@@ -92,7 +100,7 @@ class Table:
             request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": consistent}}
             for ask in range(_UNPROCESSED_ATTEMPTS):
                 if ask:
-                    self.sleep(random.uniform(0, min(_UNPROCESSED_BACKOFF_CAP_S, 0.05 * 2**ask)))
+                    self.sleep(unprocessed_wait_s(ask))
                 answer = self.client.batch_get_item(RequestItems=request)
                 for item in answer.get("Responses", {}).get(self.table, []):
                     loaded = load(item)
@@ -103,6 +111,40 @@ class Table:
             else:
                 raise UnavailableError("the table is too busy to read this now; retry the request")
         return [found[pk] for pk in pks if pk in found]
+
+    def put_items(self, items: Sequence[Item], may_wait: Callable[[float], bool]) -> list[str]:
+        """Puts `items` (no condition, each whole), 25 a `BatchWriteItem`; returns the keys of those
+        not written, for the caller to log: a request's that failed, botocore's retries included, and
+        those still unprocessed when the sends run out or `may_wait(seconds)` refuses the next wait.
+
+        Each put of a BatchWriteItem is the PutItem it stands for, atomic and billed alike, but the
+        batch is not: under throttling or an internal error it answers the puts it did not make in
+        `UnprocessedItems`, which DynamoDB advises sending again with exponential backoff
+        ("BatchWriteItem", DynamoDB API reference:
+        https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_BatchWriteItem.html).
+        A put sent again is the same whole item, so one applied twice leaves what one leaves.
+        """
+        unwritten: list[str] = []
+        for start in range(0, len(items), BATCH_WRITE_ITEMS):
+            batch = items[start : start + BATCH_WRITE_ITEMS]
+            left = [str(item["pk"]) for item in batch]
+            request: dict[str, Any] = {self.table: [{"PutRequest": {"Item": dump(item)}} for item in batch]}
+            try:
+                for ask in range(_UNPROCESSED_ATTEMPTS):
+                    if ask:
+                        wait_s = unprocessed_wait_s(ask)
+                        if not may_wait(wait_s):
+                            break
+                        self.sleep(wait_s)
+                    answer = self.client.batch_write_item(RequestItems=request)
+                    request = answer.get("UnprocessedItems") or {}
+                    left = [str(load(put["PutRequest"]["Item"])["pk"]) for put in request.get(self.table, [])]
+                    if not left:
+                        break
+            except (ClientError, BotoCoreError) as exc:
+                logger.warning("batch write failed", items=len(left), error=str(exc))
+            unwritten.extend(left)
+        return unwritten
 
     def conditional_update(self, pk: str, update: str, condition: str, values: Item) -> Written:
         """Applies `update` (a `SET ...`, then maybe `REMOVE ...`) to the item if `condition` holds.

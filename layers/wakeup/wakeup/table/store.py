@@ -4,6 +4,7 @@ Two implementations: `wakeup.table.dynamodb.DynamoStore`, and the simulator's in
 (`wakeup_sim.dynamodb.MemoryStore`), which keeps DynamoDB's conditions in the same item shapes.
 """
 
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -46,5 +47,5 @@ class Store(Protocol):
     def overdue(self, shard: int, before: datetime) -> list[Instance]: ...
 
     # the history of calls
-    def record_call(self, call: CallRecord) -> None: ...
+    def record_calls(self, calls: Sequence[CallRecord], may_wait: Callable[[float], bool]) -> list[CallRecord]: ...
     def read_calls(self, instance_id: str, seqs: list[int]) -> list[CallRecord]: ...
