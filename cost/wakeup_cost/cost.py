@@ -102,6 +102,9 @@ HISTORY_WRITE_UNITS = 1
 # https://aws.amazon.com/dynamodb/pricing/on-demand/; "BatchWriteItem", DynamoDB API reference,
 # https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_BatchWriteItem.html).
 HISTORY_PUT = "dynamodb:BatchWriteItem"
+# Where requests are counted rather than items metered (the local stack, `make bench`), a
+# BatchWriteItem's puts are counted too, under this name (wakeup_local.aws.request_counter).
+HISTORY_PUT_ITEMS = f"{HISTORY_PUT} PutRequest"
 HISTORY_BUDGET_USD_PER_MILLION = 0.70
 
 # The per-account rate on the account routes (wakeup.logic.rates): an admitted request adds one
@@ -168,7 +171,7 @@ class Usage:
     read_units: float | None = None
     write_units: float | None = None
     # The history's puts (its items), when metered one by one inside their batches (the simulator);
-    # None: one a `HISTORY_PUT` request counted (the local stack counts requests, not their items).
+    # None: the `HISTORY_PUT_ITEMS` counted (the local stack counts each request's puts).
     history_puts: float | None = None
 
     @classmethod
@@ -255,7 +258,7 @@ def lines(
     reads = usage.read_units
     if reads is None:
         reads = usage.requests.get("dynamodb:GetItem", 0) + 0.5 * usage.requests.get("dynamodb:Query", 0)
-    puts = usage.history_puts if usage.history_puts is not None else usage.requests.get(HISTORY_PUT, 0)
+    puts = usage.history_puts if usage.history_puts is not None else usage.requests.get(HISTORY_PUT_ITEMS, 0)
     history = HISTORY_WRITE_UNITS * puts
     writes = usage.write_units
     if writes is None:

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import boto3
 import pytest
 
+from wakeup_cost.cost import HISTORY_PUT, HISTORY_PUT_ITEMS
 from wakeup_local.aws.clients import AwsClients, make_clients
 from wakeup_local.aws.moto_process import MotoProcess
 from wakeup_local.aws.request_counter import CHANGE_LOG_SIZE, COUNTS_PATH, scheduler_changes, scheduler_changes_since
@@ -44,6 +45,29 @@ def test_a_functions_requests_are_counted_by_operation_and_the_stacks_own_are_no
     after = counts(moto)
     counted = {key: after[key] - before.get(key, 0) for key in after if after[key] != before.get(key, 0)}
     assert counted == {"dynamodb:ListTables": 1, "sqs:ListQueues": 1, "scheduler:ListSchedules": 1}
+
+
+def test_a_batch_write_is_counted_once_and_by_its_puts_as_the_cost_model_prices_them(moto: MotoProcess) -> None:
+    # given a table, and a function's client
+    function = boto3.session.Session(aws_access_key_id="a", aws_secret_access_key="b", region_name="us-east-1")
+    dynamodb = function.client("dynamodb", endpoint_url=moto.endpoint_url)
+    table = f"t-{uuid.uuid4().hex[:8]}"
+    dynamodb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "gone"}})
+    before = counts(moto)
+    # when one BatchWriteItem puts seven items and deletes one
+    puts = [{"PutRequest": {"Item": {"pk": {"S": f"k{n}"}}}} for n in range(7)]
+    dynamodb.batch_write_item(RequestItems={table: [*puts, {"DeleteRequest": {"Key": {"pk": {"S": "gone"}}}}]})
+    # then it is one request, of seven puts, under the name the cost model prices the history by
+    after = counts(moto)
+    counted = {key: after[key] - before.get(key, 0) for key in after if after[key] != before.get(key, 0)}
+    assert counted == {HISTORY_PUT: 1, HISTORY_PUT_ITEMS: 7}
+    assert len(dynamodb.scan(TableName=table)["Items"]) == 7  # moto read the body the counter read
 
 
 def test_changes_to_schedules_are_counted_whoever_makes_them_and_reads_are_not(moto: MotoProcess) -> None:

@@ -46,6 +46,10 @@ _READS = frozenset({"GET", "HEAD", "OPTIONS"})
 # How many changes the counter remembers the schedule of: a reader further behind lists them all.
 CHANGE_LOG_SIZE = 1000
 _SCHEDULE_CHANGES = frozenset({"scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"})
+# A BatchWriteItem is counted as a request and, under its name and this, by the puts it carries:
+# DynamoDB bills each as the PutItem it stands for (wakeup_cost.cost.HISTORY_PUT_ITEMS).
+_BATCH_WRITE = "dynamodb:BatchWriteItem"
+PUTS_SUFFIX = " PutRequest"
 # In the User-Agent of the local stack's own clients (`user_agent_extra`).
 STACK_AGENT = "wakeup-local-stack"
 
@@ -137,8 +141,11 @@ class RequestCounter:
             return [body]
         operation = operation_of(environ)
         if operation is not None and STACK_AGENT not in environ.get("HTTP_USER_AGENT", ""):
+            puts = _puts_in(environ) if operation == _BATCH_WRITE else 0
             with self._lock:
                 self._counts[operation] += 1
+                if puts:
+                    self._counts[operation + PUTS_SUFFIX] += puts
         scheduler = operation is not None and operation.startswith("scheduler:")
         changes = path == _RESET_PATH or (scheduler and environ.get("REQUEST_METHOD") not in _READS)
         # Read before moto answers: moto reads the body it is handed back.
@@ -180,6 +187,21 @@ class RequestCounter:
             except Exception:  # one moto could not read is left for the reader to read
                 log.exception("reading the schedule %s/%s for the changes failed", group, name)
         return read
+
+
+def _puts_in(environ: dict[str, Any]) -> int:
+    """The puts a BatchWriteItem carries (0 when its body cannot be read); the body is put back for
+    moto to read."""
+    try:
+        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+    except (KeyError, ValueError, OSError):
+        return 0
+    environ["wsgi.input"] = io.BytesIO(body)
+    try:
+        requests = json.loads(body or b"{}").get("RequestItems", {})
+        return sum(1 for writes in requests.values() for write in writes if "PutRequest" in write)
+    except (ValueError, AttributeError, TypeError):
+        return 0
 
 
 def _changed_schedule(operation: str | None, environ: dict[str, Any]) -> ScheduleKey | None:
