@@ -54,6 +54,13 @@ def _start_stack(log_dir: Path, name: str, env: dict[str, str]) -> StackProcess:
     stack = StackProcess(TEMPLATE, env, log_dir / f"{name}.log", cwd=ROOT)
     stack.start()
     _stacks.append(stack)
+    # The instances function's first environment started by a read, whatever it answers: on a
+    # loaded machine the stack's first cold start (its environments' fork server starting too) can
+    # use up so much of an invocation that a registration's last request has no time left, which
+    # the service answers 503, as it should (wakeup.deadlines), and a test registering first fails.
+    api = Api(stack.url, stack.account_token)
+    api.get("/wakeup/instances")
+    api.close()
     return stack
 
 

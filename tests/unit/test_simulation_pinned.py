@@ -16,7 +16,9 @@ from wakeup_sim.scenarios import Scenario, run
 # its accounts' signing versions once (the delivery code: 0.583981752 before), when the cold start came
 # to source back (issue 36: init unthrottled, 0.041460037 and 0.580492496 before), and when a registration
 # came to read its item before its write, the simulator to run `DynamoStore`'s own writes and the caller
-# to wait out the clocks' error past a wake's time (issue 37: 0.034550907 and 0.330082417 before).
+# to wait out the clocks' error past a wake's time (issue 37: 0.034550907 and 0.330082417 before), and
+# when an invocation's calls came to be kept in the history by one BatchWriteItem after them (issue 36:
+# p99 0.243259668 before).
 SIZES = {
     "caller_memory_mb": 1024,
     "wake_memory_mb": 1769,
@@ -32,5 +34,5 @@ def test_a_small_bursts_figures_are_those_before_the_speed_work() -> None:
 
     # then its lateness to the microsecond, and no wake lost or called twice
     assert figures.p50_s == pytest.approx(0.051460028, abs=1e-6)
-    assert figures.p99_s == pytest.approx(0.243259668, abs=1e-6)
+    assert figures.p99_s == pytest.approx(0.245700359, abs=1e-6)
     assert (figures.lost, figures.called_twice) == (0, 0)

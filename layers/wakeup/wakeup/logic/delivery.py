@@ -279,19 +279,7 @@ class Caller:
         # those are the latest wakes, and their lateness must not read as a second or two.
         at = instance.at or due
         lateness_ms = max((started - at).total_seconds() * 1000, 0.0) if trigger.attempt == 0 else None
-        call = CallRecord(
-            instance_id=instance.id,
-            seq=instance.history_seq,
-            started_at=started,
-            at=at,
-            attempt=trigger.attempt,
-            lateness_ms=round(lateness_ms) if lateness_ms is not None else None,
-            duration_ms=round((finished - started).total_seconds() * 1000),
-            status=outcome.status,
-            error=outcome.error,
-            trigger=origin,
-            webhook_id=str(wake_id),
-        )
+        call = call_record(instance, trigger, at, (started, finished), outcome, origin, wake_id, lateness_ms)
         # The outcome now, the history item with the invocation's other calls' once all are made
         # (`keep_history`): a caller that dies between the two then loses only the item (a host
         # called again after its 2xx costs more). Not one transaction: that would double both
@@ -366,6 +354,33 @@ class Caller:
             refused=outcome.refused,
             call=call,
         )
+
+
+def call_record(
+    instance: Instance,
+    trigger: Trigger,
+    at: datetime,
+    span: tuple[datetime, datetime],
+    outcome: CallOutcome,
+    origin: Origin,
+    wake_id: WakeId,
+    lateness_ms: float | None,
+) -> CallRecord:
+    """The history's item of a call made from `span[0]` to `span[1]`."""
+    started, finished = span
+    return CallRecord(
+        instance_id=instance.id,
+        seq=instance.history_seq,
+        started_at=started,
+        at=at,
+        attempt=trigger.attempt,
+        lateness_ms=round(lateness_ms) if lateness_ms is not None else None,
+        duration_ms=round((finished - started).total_seconds() * 1000),
+        status=outcome.status,
+        error=outcome.error,
+        trigger=origin,
+        webhook_id=str(wake_id),
+    )
 
 
 def publish(delivery: Delivery) -> None:
