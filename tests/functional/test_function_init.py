@@ -67,6 +67,15 @@ def test_with_tracing_off_the_init_leaves_the_tracer_and_the_x_ray_sdk_out(funct
 
 
 def test_with_tracing_on_the_handlers_are_traced_by_powertools() -> None:
-    result = init("caller", {"WAKEUP_TABLE": "t", "POWERTOOLS_TRACE_DISABLED": "false"}, then=TRACING)
+    on = {"WAKEUP_TABLE": "t", "POWERTOOLS_TRACE_DISABLED": "false", "LAMBDA_TASK_ROOT": str(ROOT / "functions")}
+    result = init("caller", on, then=TRACING)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["Tracer", "True"]
+
+
+def test_outside_lambda_the_tracer_and_the_x_ray_sdk_are_left_out_as_powertools_disables_them() -> None:
+    # given tracing not turned off, but no Lambda (the operator's CLI, a test) or SAM's emulator
+    for outside in ({}, {"LAMBDA_TASK_ROOT": str(ROOT / "functions"), "AWS_SAM_LOCAL": "true"}):
+        result = init("caller", {"WAKEUP_TABLE": "t", "POWERTOOLS_TRACE_DISABLED": "false", **outside}, then=TRACING)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split() == ["Untraced", "False"]

@@ -24,9 +24,12 @@ class Untraced:
 
 
 def _tracer() -> Tracer | Untraced:
-    # Powertools' own reading of the variable (`Tracer._is_tracer_disabled`).
+    # Powertools' own rule (`Tracer._is_tracer_disabled`): off when the variable says so, and
+    # outside Lambda (no `LAMBDA_TASK_ROOT`: the operator's CLI, the tests, the simulator) or in
+    # SAM's or Chalice's local emulators, where no X-Ray daemon listens.
     disabled = resolve_truthy_env_var_choice(env=os.getenv("POWERTOOLS_TRACE_DISABLED", "false"))
-    return Untraced() if disabled else Tracer()
+    emulated = os.getenv("AWS_SAM_LOCAL") or os.getenv("AWS_CHALICE_CLI_MODE")
+    return Untraced() if disabled or not os.getenv("LAMBDA_TASK_ROOT") or emulated else Tracer()
 
 
 logger = Logger()
