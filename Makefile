@@ -70,8 +70,10 @@ lint: $(STAMP)
 # low share of the cores (nice 10: where a timed test's processes want a core too, they get most
 # of it): they take what the timed tests leave idle. (Not nice 19: beside other work at nice 10
 # they starved; their timeout is longer for a busy machine.) Last, the tests marked `alone` (the 100-wake
-# burst, the SQS poller's promptness), timed against the one-second goal with nothing beside them:
-# only the files that mark some (tests/conftest.py fails a run where a test is marked elsewhere), as
+# burst, the SQS poller's promptness), timed against the one-second goal with nothing beside them at
+# their priority: simulations still running go down to nice 19 (the least share of a core wanted by
+# another process of the run), to take only what the alone tests leave idle. Only the files that
+# mark some are collected (tests/conftest.py fails a run where a test is marked elsewhere), as
 # collecting every test to run a few costs seconds that nothing else shares.
 # FIRST: targets made once the simulations have started, before the other tests (`make test`'s).
 ALONE_MARK := mark\.alone\b
@@ -80,10 +82,13 @@ pytest: $(STAMP)
 	nice -n 10 $(BIN)/pytest -n 2 --timeout 900 -m cpu_heavy tests/unit > $$heavy_log 2>&1 & heavy=$$!; \
 	$(if $(FIRST),$(MAKE) --no-print-directory -j 2 $(FIRST) || { kill $$heavy; wait $$heavy; rm -f $$heavy_log; exit 1; };) \
 	$(BIN)/pytest -n 6 --dist worksteal -m "not cpu_heavy and not alone"; status=$$?; \
+	if [ $$status -eq 0 ]; then \
+		renice -n 19 -p $$(ps -eo pid=,ppid= | awk -v root=$$heavy '{ up[$$1] = $$2 } END { print root; for (p in up) { q = p; while ((q in up) && q != root && q > 1) q = up[q]; if (q == root) print p } }') > /dev/null 2>&1; \
+		$(BIN)/pytest -m alone $$(grep -rlE --include='test_*.py' '$(ALONE_MARK)' tests); status=$$?; \
+	fi; \
 	wait $$heavy || status=1; \
 	echo "--- the CPU-heavy simulations, run meanwhile:"; cat $$heavy_log; rm -f $$heavy_log; \
 	exit $$status
-	$(BIN)/pytest -m alone $$(grep -rlE --include='test_*.py' '$(ALONE_MARK)' tests)
 
 # docs/openapi.json from the code (tests/functional/test_openapi.py fails when it drifts).
 openapi: $(STAMP)
