@@ -80,13 +80,19 @@ def borrow(request: dict[str, Any]) -> tuple[socket.socket, LentProcess] | None:
     global _lender
     with _lender_lock:
         if _lender is None:
-            named = os.environ.get(FORK_SERVERS_FD_ENV, "")
+            # Taken out of the environment, so that no process this one starts takes the number for
+            # a descriptor of its own.
+            named = os.environ.pop(FORK_SERVERS_FD_ENV, "")
             if not named.isdigit():
                 return None
             try:
-                _lender = socket.socket(fileno=int(named))
+                lender = socket.socket(fileno=int(named))
             except OSError:
+                return None  # no socket by that number
+            if lender.family != socket.AF_UNIX or lender.type != socket.SOCK_SEQPACKET:
+                lender.detach()
                 return None
+            _lender = lender
         try:
             socket.send_fds(_lender, [json.dumps(request).encode()], [STDERR_FD])
             answer, fds, _, _ = socket.recv_fds(_lender, 64, 1)
