@@ -1,7 +1,15 @@
 """Stopping a child process: one that serves until its stdin closes (a test's stack), or any told to stop."""
 
 import subprocess
-from typing import Any
+from typing import Protocol
+
+
+class Waitable(Protocol):
+    """What stopping needs of a process: `subprocess.Popen`'s `wait` and `kill`, or a lent one's."""
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def kill(self) -> None: ...
 
 
 def stop_child(process: subprocess.Popen[str], timeout_s: float) -> None:
@@ -16,7 +24,7 @@ def stop_child(process: subprocess.Popen[str], timeout_s: float) -> None:
         process.stdout.close()
 
 
-def wait_or_kill(process: subprocess.Popen[Any], timeout_s: float) -> None:
+def wait_or_kill(process: Waitable, timeout_s: float) -> None:
     """Waits for a child told to stop; kills it past `timeout_s`."""
     try:
         process.wait(timeout_s)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import pytest
 from wakes_support import Instances, as_registered, iso
 
-from bench.processes import children_by_parent, command, family
+from bench.processes import command
 from support.api import Api
 from support.host import Call, WakeHost, hang, reset
 from support.stack_process import MakeStack, StackProcess
@@ -47,15 +47,13 @@ class Chaos:
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def callers(self) -> list[int]:
-        """The caller's environments: forked by the stack's fork server of environments."""
-        return [pid for pid in family(self.stack.pid) if "caller_handler" in command(pid)]
+        """The caller's environments, as the stack's own count of them has them: running ones."""
+        return [pid for pid in self.stack.environment_pids("CallerFunction") if "caller_handler" in command(pid)]
 
     def moto(self) -> int:
-        """The stack's moto: the one process its fork server of motos (moto_process.py) has forked."""
-        children = children_by_parent()
-        [fork_server] = [pid for pid in children[self.stack.pid] if "wakeup_local.aws.moto_child" in command(pid)]
-        [pid] = children[fork_server]
-        return pid
+        """The stack's moto, as the stack has it, and a moto indeed."""
+        assert "wakeup_local.aws.moto_child" in command(self.stack.moto_pid)
+        return self.stack.moto_pid
 
     def run(self, until: float, pause_at: float, pause_s: float) -> None:
         rng = random.Random(7)

@@ -18,6 +18,8 @@ import requests
 from localstack_helpers import ROOT
 
 from bench.processes import command, family
+from support.stack_process import copy_fork_server
+from wakeup_local.shared_fork_servers import lend_to
 
 WAKEUP_LOCAL = Path(sys.executable).with_name("wakeup-local")
 START_TIMEOUT_S = 60
@@ -183,14 +185,21 @@ def test_a_missing_template_is_refused_clearly(tmp_path: Path) -> None:
 def test_a_setting_the_functions_would_refuse_stops_it_at_start_with_the_reason(
     settings: dict[str, str], reason: str
 ) -> None:
-    result = subprocess.run(
-        [str(WAKEUP_LOCAL), "--port", "0"],
-        cwd=ROOT,
-        env={**environment(), **settings},
-        capture_output=True,
-        text=True,
-        timeout=START_TIMEOUT_S,
-    )
+    # (Its moto is started before the settings are read: it is forked from a copy of this process's
+    # fork server, as the tests' stacks' are, rather than from one of its own.)
+    lent, lending = lend_to(copy_fork_server)
+    try:
+        result = subprocess.run(
+            [str(WAKEUP_LOCAL), "--port", "0"],
+            cwd=ROOT,
+            env={**environment(), **settings, **lending},
+            capture_output=True,
+            text=True,
+            timeout=START_TIMEOUT_S,
+            pass_fds=(lent,),
+        )
+    finally:
+        os.close(lent)
     assert result.returncode == 2
     assert result.stdout == ""  # never the lines of a stack that serves
     assert f"cannot start: invalid settings: {reason}" in result.stderr

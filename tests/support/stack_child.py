@@ -2,8 +2,9 @@
 
 Started as `python stack_child.py --template T`, with the stack's settings in its environment. It
 writes one JSON line on stdout once the stack runs (or fails to start), then answers JSON commands,
-one per line on stdin: `{"op": "mint", "label": L}`, `{"op": "sweep"}` and
-`{"op": "signing_secret", "token": T}`. When stdin closes (the
+one per line on stdin: `{"op": "mint", "label": L}`, `{"op": "sweep"}`,
+`{"op": "signing_secret", "token": T}` and `{"op": "environments", "function": LOGICAL_ID}` (their
+pids). When stdin closes (the
 test session ended, or died) or on SIGTERM it stops the stack and exits. Everything else it and the
 handlers write goes to stderr.
 """
@@ -59,6 +60,7 @@ def main() -> int:
             master_key_secret=stack.master_key_secret,
             env_lines=stack.env_lines(),
             pid=os.getpid(),
+            moto_pid=stack.moto_pid,
         )
         for line in sys.stdin:
             command = json.loads(line)
@@ -69,6 +71,8 @@ def main() -> int:
                     _answer(control, value=stack.run_sweeper())
                 elif command["op"] == "signing_secret":
                     _answer(control, value=stack.signing_secret(command["token"]))
+                elif command["op"] == "environments":
+                    _answer(control, value=stack.functions.by_logical_id(command["function"]).pool.pids())
                 else:
                     _answer(control, error=f"unknown command {command['op']!r}")
             except Exception:

@@ -5,7 +5,12 @@ clients, `os.environ`, moto's in-memory backends): the session's stack, stacks w
 and functional tests with their own moto and environment must not see each other. The object offers
 what `LocalStack` offers a test: `url`, `account_token`, `endpoint_url`, `region`, `table_name`,
 `mint_account(label)`, `run_sweeper()`, `env_lines()`, and `master_key_secret` and
-`signing_secret(token)` for signed wakes.
+`signing_secret(token)` for signed wakes; and its processes: `pid`, `moto_pid` and
+`environment_pids(logical_id)`.
+
+The stack's process borrows this process's fork servers of motos and environments
+(wakeup_local.shared_fork_servers): each stack gets copies of its own, forked from this process's
+and ended with the stack, rather than fork servers it starts and whose imports it waits for.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import socket
 import subprocess
 import sys
 import threading
@@ -20,7 +26,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from wakeup_local.aws import moto_process
 from wakeup_local.child_process import stop_child
+from wakeup_local.lambda_ import environment_process
+from wakeup_local.shared_fork_servers import lend_to
 
 CHILD = Path(__file__).with_name("stack_child.py")
 START_TIMEOUT_S = 60.0
@@ -91,6 +100,14 @@ class StackProcess:
     def pid(self) -> int:
         return int(self._info["pid"])
 
+    @property
+    def moto_pid(self) -> int:
+        return int(self._info["moto_pid"])
+
+    def environment_pids(self, logical_id: str) -> list[int]:
+        """The live execution environments of the function with this logical id."""
+        return [int(pid) for pid in self._command({"op": "environments", "function": logical_id})]
+
     def env_lines(self) -> list[str]:
         return list(self._info["env_lines"])
 
@@ -119,17 +136,23 @@ class StackProcess:
         env = {key: value for key, value in os.environ.items() if not key.startswith("WAKEUP_")}
         env.update(self.env)
         env["PYTHONUNBUFFERED"] = "1"
+        lent, lending = lend_to(copy_fork_server)
+        env.update(lending)
         self._log = self.log_path.open("w", encoding="utf-8")
-        self._process = subprocess.Popen(
-            [sys.executable, str(CHILD), "--template", str(self.template), "--port", str(self.port)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            env=env,
-            cwd=self.cwd,
-            text=True,
-            encoding="utf-8",
-        )
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, str(CHILD), "--template", str(self.template), "--port", str(self.port)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._log,
+                env=env,
+                cwd=self.cwd,
+                text=True,
+                encoding="utf-8",
+                pass_fds=(lent,),
+            )
+        finally:
+            os.close(lent)
         threading.Thread(target=self._read_replies, args=(self._process.stdout,), daemon=True).start()
         try:
             self._info = self._reply(START_TIMEOUT_S, "start")
@@ -172,6 +195,17 @@ class StackProcess:
             self._process.stdin.write(json.dumps(command) + "\n")
             self._process.stdin.flush()
             return self._reply(COMMAND_TIMEOUT_S, command["op"])["value"]
+
+
+def copy_fork_server(request: dict[str, Any], stderr_fd: int) -> tuple[socket.socket, int] | None:
+    """A copy of this process's fork server that a stack's process asks for (moto's, or the
+    environments' for the variables their imports read), writing to the stack's stderr."""
+    if request["kind"] == "moto":
+        return moto_process.copy_fork_server(stderr_fd)
+    if request["kind"] == "environments":
+        startup = tuple((str(name), str(value)) for name, value in request["startup"])
+        return environment_process.copy_fork_server(startup, stderr_fd)
+    return None
 
 
 # The `make_stack` fixture: starts a stack with the session stack's settings updated by its keywords.

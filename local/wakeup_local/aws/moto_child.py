@@ -3,7 +3,8 @@
 The fork server imports moto's server once, then reads requests on its stdin, a socket: each is a
 moto's settings and the socket that moto answers on. It forks, answers the child's pid, and reads
 the next; it ends when the socket closes. Each child serves moto on loopback until its own socket
-closes.
+closes. A request may ask instead for a copy of the fork server, which serves another stack's
+process on a socket of its own (shared_fork_servers.py).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from moto.scheduler.models import scheduler_backends
 
 from wakeup_local.aws import moto_fixes
 from wakeup_local.aws.loopback_wsgi import LoopbackWsgiServer
-from wakeup_local.aws.moto_process import LOOPBACK
+from wakeup_local.aws.moto_process import COPY, LOOPBACK
 from wakeup_local.aws.moto_shortcut import MotoShortcut
 from wakeup_local.aws.request_counter import RequestCounter, UnplacedSchedule
 
@@ -106,17 +107,28 @@ def main() -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     moto_fixes.apply()  # its patches once for every moto (each sets its own mapping_update_s again)
     prepare_apps()
-    requests = socket.socket(fileno=os.dup(0))
     # Its children are reaped as they end: nothing here waits for them.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    return serve_forks(socket.socket(fileno=os.dup(0)))
+
+
+def serve_forks(requests: socket.socket) -> int:
+    """Forks what each request on `requests` asks for, until it closes: a moto (the request is its
+    `mapping_update_s`, with the socket it answers on), or a copy of this fork server (`copy`, with
+    the socket it serves and the stderr it writes to: shared_fork_servers.py)."""
     while True:
-        message, fds, _, _ = socket.recv_fds(requests, 64, 1)
+        message, fds, _, _ = socket.recv_fds(requests, 64, 2)
         if not message or not fds:
             return 0
         pid = os.fork()
-        if pid == 0:  # the child: a moto, which reads nothing of the fork server's requests
+        if pid == 0:  # the child, which reads nothing of the fork server's requests
             requests.close()
             os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+            if message == COPY:
+                os.dup2(fds[1], 1)
+                os.dup2(fds[1], 2)
+                os.close(fds[1])
+                os._exit(serve_forks(socket.socket(fileno=fds[0])))
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             code = 0
             try:
@@ -125,7 +137,8 @@ def main() -> int:
                 logging.exception("moto's server failed")
                 code = 1
             os._exit(code)
-        os.close(fds[0])
+        for fd in fds:
+            os.close(fd)
         requests.sendall(f"pid={pid}\n".encode())
 
 

@@ -7,7 +7,8 @@ else in the stack's process (a test's own moto, say) can see or reset it.
 
 Each moto is forked from a fork server, one per stack's process, started with its first moto: the
 fork server has imported moto's server (moto_child.py), most of a new moto's start, and the
-suite starts dozens of motos from its workers. A forked moto starts with the modules
+suite starts dozens of motos from its workers. A process lent a fork server (shared_fork_servers.py,
+the tests' stacks) uses a copy of it instead. A forked moto starts with the modules
 imported and none of moto's state made, as a new process would. The fork server is one thread, so
 forking it is safe, and it ends when the stack's process closes its socket or dies.
 
@@ -27,11 +28,13 @@ import sys
 import threading
 
 from wakeup_local.child_process import wait_or_kill
+from wakeup_local.shared_fork_servers import LentProcess, borrow
 
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 STDERR_FD = 2
+COPY = b"copy"  # the request for a copy of the fork server
 
 
 class MotoProcessError(RuntimeError):
@@ -90,15 +93,24 @@ class MotoProcess:
 
 
 class _ForkServer:
-    """`python -m wakeup_local.aws.moto_child`: asked over a socket, forks a moto and answers its pid."""
+    """`python -m wakeup_local.aws.moto_child`: asked over a socket, forks a moto and answers its
+    pid. This process's own, or a copy of the one lent to it (shared_fork_servers.py)."""
 
-    def __init__(self) -> None:
-        self._socket, server_end = socket.socketpair()
+    def __init__(self, requests: socket.socket, process: subprocess.Popen[bytes] | LentProcess) -> None:
+        self._socket = requests
+        self._process = process
+        self._lock = threading.Lock()
+        self._answers = self._socket.makefile("rb")
+        atexit.register(self.stop)
+
+    @classmethod
+    def start(cls) -> _ForkServer:
+        requests, server_end = socket.socketpair()
         # moto needs no AWS settings of the shell's (a profile that does not exist here would fail it).
         environment = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
         # Its socket is its stdin. Its stdout is the stack's stderr, as its stderr is: whatever moto
         # says lands in the stack's log, never in a stdout that a parent reads commands' answers from.
-        self._process = subprocess.Popen(
+        process = subprocess.Popen(
             [sys.executable, "-m", "wakeup_local.aws.moto_child"],
             stdin=server_end.fileno(),
             stdout=STDERR_FD,
@@ -106,13 +118,25 @@ class _ForkServer:
             start_new_session=True,
         )
         server_end.close()
-        self._lock = threading.Lock()
-        self._answers = self._socket.makefile("rb")
-        atexit.register(self.stop)
+        return cls(requests, process)
 
     def fork(self, control: socket.socket, mapping_update_s: float) -> int:
+        return self._ask(repr(mapping_update_s).encode(), [control.fileno()])
+
+    def copy(self, stderr_fd: int) -> tuple[socket.socket, int]:
+        """A copy of this fork server, serving the socket returned, writing to `stderr_fd`."""
+        requests, copy_end = socket.socketpair()
+        try:
+            return requests, self._ask(COPY, [copy_end.fileno(), stderr_fd])
+        except BaseException:
+            requests.close()
+            raise
+        finally:
+            copy_end.close()
+
+    def _ask(self, request: bytes, fds: list[int]) -> int:
         with self._lock:
-            socket.send_fds(self._socket, [repr(mapping_update_s).encode()], [control.fileno()])
+            socket.send_fds(self._socket, [request], fds)
             answer = self._answers.readline()
         if not answer.startswith(b"pid="):
             raise MotoProcessError(f"moto's fork server exited (exit code {self._process.poll()}); see the log above")
@@ -134,8 +158,15 @@ _server_lock = threading.Lock()
 
 
 def _fork_server() -> _ForkServer:
+    """This process's fork server: a copy of the one lent to it, or else its own."""
     global _server
     with _server_lock:
         if _server is None or not _server.running:
-            _server = _ForkServer()
+            borrowed = borrow({"kind": "moto"})
+            _server = _ForkServer(*borrowed) if borrowed is not None else _ForkServer.start()
         return _server
+
+
+def copy_fork_server(stderr_fd: int) -> tuple[socket.socket, int]:
+    """A copy of this process's fork server, for a stack's process it lends it to."""
+    return _fork_server().copy(stderr_fd)

@@ -7,7 +7,8 @@ variables, its handler, and two descriptors (the pipe for its output, a socket t
 It forks; the child becomes what `python -m awslambdaric <handler>` run in that folder with those
 variables would be, and runs the runtime client, which imports the handler (the init phase). The
 fork server answers the child's pid and a pidfd of it, reaps it when it ends, and writes its exit
-code on its socket.
+code on its socket. A request may ask instead for a copy of the fork server, which serves another
+stack's process on a socket of its own (shared_fork_servers.py).
 
 It imports none of the functions' own code. What the preloaded imports did, every environment
 starts with, as a new process that imported the same would: Powertools' user agent registered with
@@ -152,6 +153,13 @@ def main() -> int:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
+    return serve(requests, set_by_interpreter, imported)
+
+
+def serve(requests: socket.socket, set_by_interpreter: dict[str, str], imported: set[str]) -> int:
+    """Forks an environment for each request on `requests`, until it closes; or, asked for a copy
+    (`{"copy": true}`, with the socket it serves and the stderr it writes to), a copy of this fork
+    server that serves another stack's process alone (shared_fork_servers.py)."""
     # A child that ends wakes the loop below, which reaps it and tells its socket how it ended.
     ended_r, ended_w = os.pipe()
     os.set_blocking(ended_w, False)
@@ -171,8 +179,9 @@ def main() -> int:
         try:
             request = json.loads(message)
             output_fd, watcher_fd = fds
-            variables = {**set_by_interpreter, **request["variables"]}
-            found = shadowed(path_of(str(request["folder"]), request["variables"]), imported)
+            copy = request.get("copy") is True
+            variables = {} if copy else {**set_by_interpreter, **request["variables"]}
+            found = [] if copy else shadowed(path_of(str(request["folder"]), request["variables"]), imported)
             if found:
                 raise LookupError(f"shadowed={','.join(found)}")
             sys.stdout.flush()
@@ -186,6 +195,14 @@ def main() -> int:
         if pid == 0:
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            if copy:  # its requests the copy's socket (first descriptor), its stderr the second
+                for held in (requests, *watchers.values()):
+                    held.close()
+                os.close(ended_r)
+                os.close(ended_w)
+                os.dup2(watcher_fd, 2)
+                os.close(watcher_fd)
+                return serve(socket.socket(fileno=output_fd), set_by_interpreter, imported)
             for held in (requests, *watchers.values()):
                 held.detach()  # closed with every descriptor but stdio, in become_environment
             become_environment(request, variables, output_fd)
@@ -193,14 +210,18 @@ def main() -> int:
         # Opened before the child can have been reaped (only this loop reaps): its pid is still its.
         pidfd = os.pidfd_open(pid)
         os.close(output_fd)
-        watchers[pid] = socket.socket(fileno=watcher_fd)
+        if copy:
+            os.close(watcher_fd)  # a copy's end is reaped, and told to no one
+        else:
+            watchers[pid] = socket.socket(fileno=watcher_fd)
         socket.send_fds(requests, [f"pid={pid}".encode()], [pidfd])
         os.close(pidfd)
 
 
 def reap(watchers: dict[int, socket.socket]) -> None:
-    """Reaps the children that ended and writes each one's exit code on its socket."""
-    while watchers:
+    """Reaps the children that ended (copies of this fork server too) and writes each environment's
+    exit code on its socket."""
+    while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:

@@ -13,7 +13,9 @@ repeat is the import of those packages, so a local Init Duration is shorter than
 An environment is started as a new process instead when its folders hold a module that the fork
 server imported (a layer built with its own boto3, say: the function must import that one).
 There is one fork server per value of the variables its imports read (`STARTUP_VARIABLES`), and it
-is started with those only, so that what it imported is what a new process would have.
+is started with those only, so that what it imported is what a new process would have. A process
+lent fork servers (shared_fork_servers.py, the tests' stacks) uses a copy of the lender's for the
+same variables instead.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Protocol
 
 from wakeup_local.child_process import wait_or_kill
+from wakeup_local.shared_fork_servers import LentProcess, borrow
 
 FORKER = Path(__file__).with_name("environment_forker.py")
 # Lambda's runtime interface client, which the Python runtime runs (pinned in pyproject.toml).
@@ -156,13 +159,22 @@ class ForkedProcess:
 
 
 class _ForkServer:
-    """`python environment_forker.py`, started with `startup` as its only variables."""
+    """`python environment_forker.py`, started with `startup` as its only variables: this process's
+    own, or a copy of the one lent to it (shared_fork_servers.py)."""
 
-    def __init__(self, startup: tuple[tuple[str, str], ...]) -> None:
-        self._socket, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    def __init__(self, requests: socket.socket, process: subprocess.Popen[bytes] | LentProcess) -> None:
+        self._socket = requests
+        self._process = process
+        self._lock = threading.Lock()
+        self.forked = 0
+        atexit.register(self.stop)
+
+    @classmethod
+    def start(cls, startup: tuple[tuple[str, str], ...]) -> _ForkServer:
+        requests, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         # Its socket is its stdin. Its stderr is the stack's, as moto's is; its stdout no terminal,
         # so that its environments' stdout is block-buffered, as a new process's into a pipe.
-        self._process = subprocess.Popen(
+        process = subprocess.Popen(
             [sys.executable, str(FORKER), *(name for name, _ in startup)],
             stdin=server_end.fileno(),
             stdout=subprocess.DEVNULL,
@@ -171,9 +183,7 @@ class _ForkServer:
             start_new_session=True,
         )
         server_end.close()
-        self._lock = threading.Lock()
-        self.forked = 0
-        atexit.register(self.stop)
+        return cls(requests, process)
 
     @property
     def running(self) -> bool:
@@ -185,21 +195,42 @@ class _ForkServer:
         request = json.dumps({"handler": handler, "folder": str(folder), "variables": variables}).encode()
         watcher, watcher_end = socket.socketpair()
         try:
-            with self._lock:
-                try:
-                    socket.send_fds(self._socket, [request], [output_fd, watcher_end.fileno()])
-                    answer, fds, _, _ = socket.recv_fds(self._socket, 256, 1)
-                except OSError:
-                    answer, fds = b"", []
+            forked = self._ask(request, [output_fd, watcher_end.fileno()])
         finally:
             watcher_end.close()
-        if not answer.startswith(b"pid=") or len(fds) != 1:
-            for fd in fds:
-                os.close(fd)
+        if forked is None:
             watcher.close()
             return None
         self.forked += 1
-        return ForkedProcess(int(answer.removeprefix(b"pid=")), fds[0], watcher)
+        return ForkedProcess(*forked, watcher)
+
+    def copy(self, stderr_fd: int) -> tuple[socket.socket, int] | None:
+        """A copy of this fork server, serving the socket returned, writing to `stderr_fd`; None
+        when this one has ended."""
+        requests, copy_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            copied = self._ask(json.dumps({"copy": True}).encode(), [copy_end.fileno(), stderr_fd])
+        finally:
+            copy_end.close()
+        if copied is None:
+            requests.close()
+            return None
+        os.close(copied[1])  # its end is for this fork server to see; the borrower watches it itself
+        return requests, copied[0]
+
+    def _ask(self, request: bytes, fds: list[int]) -> tuple[int, int] | None:
+        """The pid and a pidfd of what the fork server forked, or None."""
+        with self._lock:
+            try:
+                socket.send_fds(self._socket, [request], fds)
+                answer, pidfds, _, _ = socket.recv_fds(self._socket, 256, 1)
+            except OSError:
+                answer, pidfds = b"", []
+        if not answer.startswith(b"pid=") or len(pidfds) != 1:
+            for fd in pidfds:
+                os.close(fd)
+            return None
+        return int(answer.removeprefix(b"pid=")), pidfds[0]
 
     def stop(self) -> None:
         """Closes its socket, which ends it (the environments it forked end when the stack's Runtime
@@ -213,8 +244,9 @@ _servers_lock = threading.Lock()
 
 
 def _fork_server(startup: tuple[tuple[str, str], ...]) -> _ForkServer | None:
-    """The fork server for these variables, started again if it ended after it had forked (killed),
-    or None if it ended without forking any (it cannot start here: new processes instead)."""
+    """The fork server for these variables (a copy of the one lent to this process, or else its
+    own), started again if it ended after it had forked (killed), or None if it ended without
+    forking any (it cannot start here: new processes instead)."""
     with _servers_lock:
         if startup in _servers and _servers[startup] is None:
             return None
@@ -226,5 +258,13 @@ def _fork_server(startup: tuple[tuple[str, str], ...]) -> _ForkServer | None:
                 return None
             server = None
         if server is None:
-            server = _servers[startup] = _ForkServer(startup)
+            borrowed = borrow({"kind": "environments", "startup": startup})
+            server = _servers[startup] = _ForkServer(*borrowed) if borrowed is not None else _ForkServer.start(startup)
         return server
+
+
+def copy_fork_server(startup: tuple[tuple[str, str], ...], stderr_fd: int) -> tuple[socket.socket, int] | None:
+    """A copy of this process's fork server for these variables, for a stack's process it lends it
+    to; None where no fork server can start."""
+    server = _fork_server(startup)
+    return server.copy(stderr_fd) if server is not None else None
