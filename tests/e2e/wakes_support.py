@@ -12,7 +12,7 @@ from typing import Any
 import boto3
 
 from support.api import Api
-from support.host import running_host
+from support.host import Answer, running_host
 from support.stack_process import StackProcess
 from support.waiting import wait_until
 from wakeup.arrival import EARLY_REARM_S
@@ -96,6 +96,10 @@ def warm_caller(instances: Instances, wakes: int, lead_s: float = 10) -> None:
 
 # The caller's execution environments the local stack allows at once (`WAKEUP_LOCAL_CONCURRENCY`).
 EVERY_CALLER_ENVIRONMENT = DEFAULT_CONCURRENCY
+# How long the host of `start_caller_environments` holds each call before it answers: the invocations
+# it holds stay under way together even where the schedules' firing is slowed by a loaded machine
+# (within the test stacks' call timeout of 2 s).
+HELD_CALL_S = 1.0
 # How far beyond its stack's SQS horizon a far wake of `start_caller_environments` is due: still beyond
 # it when the wake function reads the clock after a cold start on a loaded machine (over 3 s in CI).
 BEYOND_HORIZON_S = 5
@@ -123,24 +127,26 @@ def start_caller_environments(
     far wakes (the stack's horizon is `horizon_s`, its settings `far_wake_settings`) is armed as a
     one-time schedule of its own; due at one second, the schedules fire together, each invoking the
     caller asynchronously with its one trigger, and each invocation claims its wake and waits for
-    its time before it calls: all are under way at once, each in an environment of its own. Through
-    the caller's queue the same would take ten wakes an environment (its batches hold ten messages).
-    The count is Powertools' own: the first invocation of each environment logs `cold_start` true.
+    its time before it calls, and the host holds each call a while (`HELD_CALL_S`): all are under
+    way at once, each in an environment of its own. Through the caller's queue the same would take
+    ten wakes an environment (its batches hold ten messages). The count is Powertools' own: the
+    first invocation of each environment logs `cold_start` true.
     """
     log = StackLog(stack)
     with running_host() as host:
+        host.script(*[Answer(delay_s=HELD_CALL_S)] * environments)
         tokens = [token for _, token in instances.new_many([host.url_for(f"warm{n}") for n in range(environments)])]
         # A whole second, so that each schedule, at a whole second too, fires exactly its lead before.
         due = float(math.ceil(time.time() + horizon_s + BEYOND_HORIZON_S))
         with ThreadPoolExecutor(max_workers=10) as pool:
             list(pool.map(lambda token: instances.wake(token, iso(due)), tokens))
-        host.wait_for_calls(environments, timeout=due - time.time() + 30)
-    wait_until(
-        lambda: log.cold_starts("CallerFunction") >= environments,
-        timeout=20,
-        interval=0.05,
-        message=f"{environments} caller environments started",
-    )
+        # (the host kept until every call is answered and logged: closed under a call, it would fail it)
+        wait_until(
+            lambda: log.cold_starts("CallerFunction") >= environments,
+            timeout=due - time.time() + 30,
+            interval=0.05,
+            message=f"{environments} caller environments started",
+        )
     started = log.cold_starts("CallerFunction")
     assert started == environments, f"{started} caller environments started, not {environments}"
 
