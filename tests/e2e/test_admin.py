@@ -1,4 +1,6 @@
-"""`wakeup-admin` against the local stack, as an operator runs it."""
+"""`wakeup-admin` against the local stack, as an operator runs it: its entry function in this process
+(`support.admin`), and the installed script where a process of its own matters (its pipes, its
+credentials)."""
 
 import json
 import os
@@ -9,7 +11,7 @@ from typing import Any
 
 import requests
 
-from support.admin import ADMIN, admin, admin_env
+from support.admin import ADMIN, admin, admin_env, admin_process, run_admin
 from support.admin import account_id as id_of_account
 from support.host import WakeHost
 from support.waiting import wait_until
@@ -33,13 +35,7 @@ def test_mint_prints_a_working_token_then_its_signing_secret_and_list_shows_the_
 def test_mint_without_the_master_key_secret_is_refused_before_minting(stack: Any) -> None:
     env = {**os.environ, "AWS_ENDPOINT_URL": stack.endpoint_url, "AWS_DEFAULT_REGION": stack.region}
     env.pop("WAKEUP_MASTER_KEY_SECRET", None)
-    result = subprocess.run(
-        [ADMIN, "--table", stack.table_name, "accounts", "mint", "--label", "no-master"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = run_admin(env, "--table", stack.table_name, "accounts", "mint", "--label", "no-master")
     assert result.returncode == 2 and "WAKEUP_MASTER_KEY_SECRET" in result.stderr
     assert "no-master" not in admin(stack, "accounts", "list").stdout
 
@@ -187,7 +183,7 @@ def test_instances_show_prints_the_instances_calls_newest_first(stack: Any, host
 
 def test_a_missing_table_is_a_usage_error(stack: Any) -> None:
     env = {k: v for k, v in os.environ.items() if k != "WAKEUP_TABLE"}
-    result = subprocess.run([ADMIN, "accounts", "list"], env=env, capture_output=True, text=True, check=False)
+    result = run_admin(env, "accounts", "list")
     assert result.returncode == 2 and "WAKEUP_TABLE" in result.stderr
 
 
@@ -221,8 +217,8 @@ def test_the_local_stack_needs_no_aws_credentials(stack: Any) -> None:
         AWS_SHARED_CREDENTIALS_FILE="/nonexistent",
         AWS_CONFIG_FILE="/nonexistent",
     )
-    # when the operator lists the accounts
-    result = subprocess.run([ADMIN, "accounts", "list"], env=env, capture_output=True, text=True, check=False)
+    # when the operator lists the accounts (the installed script: credentials are looked for afresh)
+    result = admin_process(env, "accounts", "list")
     # then the local stack answers
     assert result.returncode == 0, result.stderr
     assert "ID" in result.stdout.splitlines()[0]

@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from wakes_support import EVERY_CALLER_ENVIRONMENT, Instances, StackAws, StackLog, as_registered, iso, warm_caller
+from wakes_support import (
+    Instances,
+    StackAws,
+    StackLog,
+    as_registered,
+    far_wake_settings,
+    iso,
+    start_caller_environments,
+    warm_caller,
+)
 
 from support.api import Api
 from support.host import WakeHost, closed_port_url, hang, redirect
@@ -36,8 +45,8 @@ QUIET_S = CLAIM_LEASE_S + EARLY_REARM_S + ON_TIME_LOADED_S
 BURST_P99_S = 2 * ON_TIME_S
 # How far ahead a burst's wakes are due: registering them all, on a loaded machine, comes first.
 BURST_LEAD_S = 10
-# The same for the 100-wake burst and its warm-up, which run alone (make pytest's last phase):
-# registering 160 takes under two seconds here, three with another program keeping one core busy.
+# The same for the 100-wake burst, which runs alone (make pytest's last phase): registering 160
+# took under two seconds here, three with another program keeping one core busy.
 ALONE_BURST_LEAD_S = 5
 # How long the caller's event source gathers a batch (template.yaml's CallerBatchingWindowSeconds,
 # at its default): a message due at once waits it out, one that comes ahead of its time does not.
@@ -196,13 +205,36 @@ def test_a_moved_instance_is_called_at_neither_url(
     assert instances.get(instance_id)["at"] is None
 
 
+# The stack of the burst tests below: wakes BURST_LEAD_S ahead (and two seconds more) are near ones,
+# through the caller's queue, as on the session stack; further ahead they go by schedule, and
+# `start_caller_environments` starts the caller's environments with them.
+BURST_HORIZON_S = BURST_LEAD_S + 3
+
+
+@pytest.fixture
+def burst_stack(make_stack: MakeStack) -> StackProcess:
+    """A stack of the test's own, whose caller's environments the test starts first."""
+    return make_stack(**far_wake_settings(BURST_HORIZON_S))
+
+
+@pytest.fixture
+def burst_instances(burst_stack: StackProcess) -> Iterator[Instances]:
+    """Instances on `burst_stack` (not removed one by one: the stack is stopped with them)."""
+    api = Api(burst_stack.url, burst_stack.account_token)
+    yield Instances(api)
+    api.close()
+
+
 @pytest.mark.slow
-def test_twenty_concurrent_wakes_make_one_call_at_the_time_finally_held(instances: Instances, host: WakeHost) -> None:
+def test_twenty_concurrent_wakes_make_one_call_at_the_time_finally_held(
+    burst_stack: StackProcess, burst_instances: Instances, host: WakeHost
+) -> None:
     # given 20 requests racing with times seconds ahead: far enough that they have all been
     # answered before the first time's message comes (up to two seconds early) and is claimed, as
     # a registration replaced after its claim may still be called once (DESIGN section 1); on a
     # loaded machine 20 at once took over two seconds
-    warm_caller(instances, EVERY_CALLER_ENVIRONMENT)
+    instances = burst_instances
+    start_caller_environments(burst_stack, instances, BURST_HORIZON_S)
     instance_id, token = instances.new(host.url)
     base = time.time() + BURST_LEAD_S
     times = [iso(base + n * 0.1) for n in range(20)]
@@ -221,8 +253,9 @@ def test_twenty_concurrent_wakes_make_one_call_at_the_time_finally_held(instance
 def unbounded_stack(make_stack: MakeStack) -> StackProcess:
     """A stack whose SQS event source starts at its full concurrency (`WAKEUP_LOCAL_UNBOUNDED=1`):
     the service's own timing, without Lambda's ramp-up of five batches and 300 more a minute,
-    which `make bench` measures."""
-    return make_stack(WAKEUP_LOCAL_UNBOUNDED="1")
+    which `make bench` measures. Its horizon is the burst's lead: `start_caller_environments`' far
+    wakes go by schedule, the burst's by the caller's queue."""
+    return make_stack(WAKEUP_LOCAL_UNBOUNDED="1", **far_wake_settings(ALONE_BURST_LEAD_S))
 
 
 @pytest.fixture
@@ -244,7 +277,7 @@ def test_a_hundred_wakes_due_at_one_second_are_each_called_once_on_time(
 ) -> None:
     instances = unbounded_instances
     # given 100 instances on one host, each with a path of its own
-    warm_caller(instances, EVERY_CALLER_ENVIRONMENT, lead_s=ALONE_BURST_LEAD_S)
+    start_caller_environments(unbounded_stack, instances, ALONE_BURST_LEAD_S)
     made = dict(
         zip(
             [f"/i{n}/wake" for n in range(100)],

@@ -2,6 +2,7 @@
 stack's HTTP API, times as the service writes them, and a look into the stack's moto."""
 
 import json
+import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -11,9 +12,10 @@ from typing import Any
 import boto3
 
 from support.api import Api
-from support.host import running_host
+from support.host import Answer, running_host
 from support.stack_process import StackProcess
 from support.waiting import wait_until
+from wakeup.arrival import EARLY_REARM_S
 from wakeup.times import format_time, parse_stored
 from wakeup.tokens import TokenKind, mint
 from wakeup_local.lambda_.functions import DEFAULT_CONCURRENCY
@@ -73,25 +75,16 @@ class Instances:
             self.api.delete(f"/wakeup/instances/{instance_id}")
 
 
-# Wakes at one second enough to start every caller environment the local stack allows: its bound
-# (`WAKEUP_LOCAL_CONCURRENCY`, 16 by default), each taking a batch of 10 (template.yaml's
-# CallerBatchSize) and holding it until the wakes' second.
-EVERY_CALLER_ENVIRONMENT = DEFAULT_CONCURRENCY * 10
-
-
 def warm_caller(instances: Instances, wakes: int, lead_s: float = 10) -> None:
     """Has the caller deliver `wakes` wakes due at one second (to a host of their own), so that as
-    many of its environments are warm as such a burst takes, before a test times one.
+    many of its environments are warm as such wakes take, before a test times one.
 
     The local stack starts a function's environments as Lambda does, on demand; but here their cold
-    starts share this machine's few cores, so a burst on a cold caller is seconds late where AWS
-    would start its environments side by side. A test of the service's timing warms it first. A
-    burst's messages go to as many environments as the event source's pollers make batches of
-    them, up to the stack's bound, however few the wakes: a test of a burst warms them all
-    (`EVERY_CALLER_ENVIRONMENT`). The wakes are due far enough ahead that every message is in a
-    batch, held, before the first is called: registering 160 on a loaded machine has taken longer
-    than 4 s (`lead_s`; a test that runs alone may ask for less), and wakes already due are called
-    as their batches come, by fewer environments.
+    starts share this machine's few cores, so a wake that meets one is late where AWS would start
+    environments side by side. The wakes go through the caller's queue, ten to a batch: every
+    environment the stack allows takes `start_caller_environments`. They are due far enough ahead
+    that every message is in a batch, held, before the first is called (`lead_s`); wakes already due
+    are called as their batches come, by fewer environments.
     """
     with running_host() as host:
         tokens = [token for _, token in instances.new_many([host.url_for(f"warm{n}") for n in range(wakes)])]
@@ -99,6 +92,63 @@ def warm_caller(instances: Instances, wakes: int, lead_s: float = 10) -> None:
         with ThreadPoolExecutor(max_workers=10) as pool:
             list(pool.map(lambda token: instances.wake(token, at), tokens))
         host.wait_for_calls(wakes, timeout=60)
+
+
+# The caller's execution environments the local stack allows at once (`WAKEUP_LOCAL_CONCURRENCY`).
+EVERY_CALLER_ENVIRONMENT = DEFAULT_CONCURRENCY
+# How long the host of `start_caller_environments` holds each call before it answers: the invocations
+# it holds stay under way together even where the schedules' firing is slowed by a loaded machine
+# (within the test stacks' call timeout of 2 s).
+HELD_CALL_S = 1.0
+# How far beyond its stack's SQS horizon a far wake of `start_caller_environments` is due: still beyond
+# it when the wake function reads the clock after a cold start on a loaded machine (over 3 s in CI).
+BEYOND_HORIZON_S = 5
+
+
+def far_wake_settings(horizon_s: int) -> dict[str, str]:
+    """A stack's settings (for `make_stack`) under which `start_caller_environments` can start its
+    caller's environments: wakes further ahead than `horizon_s` go by schedule, and a schedule fires
+    (exactly on time, as the test stacks' do) no more than EARLY_REARM_S before its wake, so that the
+    caller claims its wake and waits for its time rather than arming it again through SQS."""
+    return {"WAKEUP_SQS_HORIZON_S": str(horizon_s), "WAKEUP_SCHEDULE_LEAD_S": str(int(EARLY_REARM_S))}
+
+
+def start_caller_environments(
+    stack: StackProcess, instances: Instances, horizon_s: int, environments: int = EVERY_CALLER_ENVIRONMENT
+) -> None:
+    """Starts `environments` execution environments of the caller (every one the stack allows, by
+    default) on a stack whose caller has none yet, and counts them, before a test times a burst: a
+    burst's messages go to as many environments as the event source's pollers make batches of them,
+    up to the stack's bound.
+
+    They are started as Lambda starts them: an invocation that finds no environment free gets a new
+    one ("Understanding Lambda function scaling",
+    https://docs.aws.amazon.com/lambda/latest/dg/lambda-concurrency.html). Each of `environments`
+    far wakes (the stack's horizon is `horizon_s`, its settings `far_wake_settings`) is armed as a
+    one-time schedule of its own; due at one second, the schedules fire together, each invoking the
+    caller asynchronously with its one trigger, and each invocation claims its wake and waits for
+    its time before it calls, and the host holds each call a while (`HELD_CALL_S`): all are under
+    way at once, each in an environment of its own. Through the caller's queue the same would take
+    ten wakes an environment (its batches hold ten messages). The count is Powertools' own: the
+    first invocation of each environment logs `cold_start` true.
+    """
+    log = StackLog(stack)
+    with running_host() as host:
+        host.script(*[Answer(delay_s=HELD_CALL_S)] * environments)
+        tokens = [token for _, token in instances.new_many([host.url_for(f"warm{n}") for n in range(environments)])]
+        # A whole second, so that each schedule, at a whole second too, fires exactly its lead before.
+        due = float(math.ceil(time.time() + horizon_s + BEYOND_HORIZON_S))
+        with ThreadPoolExecutor(max_workers=10) as pool:
+            list(pool.map(lambda token: instances.wake(token, iso(due)), tokens))
+        # (the host kept until every call is answered and logged: closed under a call, it would fail it)
+        wait_until(
+            lambda: log.cold_starts("CallerFunction") >= environments,
+            timeout=due - time.time() + 30,
+            interval=0.05,
+            message=f"{environments} caller environments started",
+        )
+    started = log.cold_starts("CallerFunction")
+    assert started == environments, f"{started} caller environments started, not {environments}"
 
 
 class StackLog:
@@ -114,6 +164,20 @@ class StackLog:
             log.seek(self.start)
             lines = log.read().decode("utf-8", errors="replace").splitlines()
         return sum(1 for line in lines if f'"message":"{message}"' in line and instance_id in line)
+
+    def cold_starts(self, logical_id: str) -> int:
+        """The function's invocations that were the first of their environment: its execution
+        environments started since, as Powertools' Logger marks them."""
+        prefix = f"[{logical_id}] {{"
+        with self.path.open("rb") as log:
+            log.seek(self.start)
+            lines = log.read().decode("utf-8", errors="replace").splitlines()
+        firsts = set()
+        for line in lines:
+            if line.startswith(prefix) and '"cold_start":true' in line:
+                firsts.add(json.loads(line[len(prefix) - 1 :]).get("function_request_id"))
+        firsts.discard(None)
+        return len(firsts)
 
     def wait_for(self, message: str, instance_id: str, count: int = 1) -> None:
         wait_until(
