@@ -51,7 +51,23 @@ def within_one_window(attempt: Callable[[int], T]) -> T:
 
 @pytest.fixture(scope="module")
 def limited_stack(make_module_stack: MakeStack) -> StackProcess:
-    return make_module_stack(**LIMITS)
+    """The module's stack, its instances function started in as many environments as a test here
+    has clients at once, each through its first AWS request: the tests are about the limits, and
+    that many cold starts at once on a loaded machine can use up an invocation's time before its
+    last AWS request, which the service then answers 503, as it should (wakeup.deadlines)."""
+    stack = make_module_stack(**LIMITS)
+    reader = stack.mint_account("warm")
+
+    def read(_: int) -> int:
+        client = Api(stack.url, reader, timeout=PATIENT_S)
+        try:
+            return client.get("/wakeup/instances").status_code
+        finally:
+            client.close()
+
+    with ThreadPoolExecutor(max_workers=2 * CLIENTS) as pool:
+        list(pool.map(read, range(2 * CLIENTS)))
+    return stack
 
 
 def limit_reached(limit: int) -> dict[str, str]:
