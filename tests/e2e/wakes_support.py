@@ -10,14 +10,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import boto3
-import requests
 
-from support.api import Api
+from support.api import Api, past_busy
 from support.host import Answer, running_host
 from support.stack_process import StackProcess
 from support.waiting import wait_until
 from wakeup.arrival import EARLY_REARM_S
-from wakeup.errors import UnavailableError
 from wakeup.times import format_time, parse_stored
 from wakeup.tokens import TokenKind, mint
 from wakeup_local.lambda_.functions import DEFAULT_CONCURRENCY
@@ -26,24 +24,6 @@ from wakeup_local.lambda_.functions import DEFAULT_CONCURRENCY
 def iso(ts: float) -> str:
     """A wall-clock time (`time.time()`) as the service writes it."""
     return format_time(datetime.fromtimestamp(ts, UTC))
-
-
-# How often a test's setup sends a request again that the service answered "busy".
-BUSY_TRIES = 3
-
-
-def past_busy(send: Callable[[], requests.Response]) -> requests.Response:
-    """`send()`'s reply, sent again (up to `BUSY_TRIES` in all) while the service answers 503 busy,
-    as its reply tells a client to: an invocation that a cold start on a loaded machine left too
-    little time for its AWS requests is refused before it sends one (wakeup.deadlines), and a
-    fresh stack's first requests at once each meet a cold start. For the requests that set a test
-    up; the tests of the 503 itself read it from `Api` directly."""
-    reply = send()
-    for _ in range(BUSY_TRIES - 1):
-        if reply.status_code != UnavailableError.status or reply.json() != {"error": UnavailableError.message}:
-            break
-        reply = send()
-    return reply
 
 
 def as_registered(at: str) -> float:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import requests
+
+from wakeup.errors import UnavailableError
 
 # As long as API Gateway waits for an integration: "Maximum integration timeout: 30 seconds" (HTTP API quotas,
 # https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-quotas.html). A reply that
@@ -67,3 +70,22 @@ class Api:
 
     def close(self) -> None:
         self.session.close()
+
+
+# How many times in all `past_busy` sends a request that the service answers "busy".
+BUSY_TRIES = 3
+
+
+def past_busy(send: Callable[[], requests.Response]) -> requests.Response:
+    """`send()`'s reply, sent again (up to `BUSY_TRIES` in all) while the service answers 503 busy,
+    as its reply tells a client to: an invocation that a cold start on a loaded machine left too
+    little time for its AWS requests is refused before it sends one (wakeup.deadlines), and a
+    fresh stack's first requests at once each meet a cold start. For the requests that set a test
+    up, or whose replies a test reads for another reason than the 503 (each client's own reply, a
+    race's outcome); the tests of the 503 itself read it from `Api` directly."""
+    reply = send()
+    for _ in range(BUSY_TRIES - 1):
+        if reply.status_code != UnavailableError.status or reply.json() != {"error": UnavailableError.message}:
+            break
+        reply = send()
+    return reply
