@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from wakes_support import Instances, iso
 
-from support.api import Api
+from support.api import Api, past_busy
 from support.host import WakeHost
 from support.stack_process import StackProcess
 from support.waiting import wait_until
@@ -30,7 +30,7 @@ def instances(api: Api) -> Iterator[Instances]:
 
 
 def attempts_of(api: Api, instance_id: str, **params: Any) -> dict[str, Any]:
-    reply = api.get(f"/wakeup/instances/{instance_id}/attempts", params=params)
+    reply = past_busy(lambda: api.get(f"/wakeup/instances/{instance_id}/attempts", params=params))
     assert reply.status_code == 200, reply.text
     body: dict[str, Any] = reply.json()
     return body

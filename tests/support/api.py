@@ -72,20 +72,21 @@ class Api:
         self.session.close()
 
 
-# How many times in all `past_busy` sends a request that the service answers "busy".
+# How many times in all `past_busy` sends a request that the service answers 503.
 BUSY_TRIES = 3
 
 
 def past_busy(send: Callable[[], requests.Response]) -> requests.Response:
-    """`send()`'s reply, sent again (up to `BUSY_TRIES` in all) while the service answers 503 busy,
-    as its reply tells a client to: an invocation that a cold start on a loaded machine left too
-    little time for its AWS requests is refused before it sends one (wakeup.deadlines), and a
-    fresh stack's first requests at once each meet a cold start. For the requests that set a test
-    up, or whose replies a test reads for another reason than the 503 (each client's own reply, a
-    race's outcome); the tests of the 503 itself read it from `Api` directly."""
+    """`send()`'s reply, sent again (up to `BUSY_TRIES` in all) while the service answers 503, whose
+    every reply tells a client to retry the request (`wakeup.errors.UnavailableError`). On a loaded
+    machine a fresh stack's first requests at once each meet a cold start, and an invocation left too
+    little time for its next AWS request refuses it unsent (wakeup.deadlines): the registration's or
+    the arming's, say. For the requests that set a test up, or whose replies a test reads for another
+    reason than the 503 (each client's own reply, a race's outcome); the tests of a 503 itself read
+    it from `Api` directly."""
     reply = send()
     for _ in range(BUSY_TRIES - 1):
-        if reply.status_code != UnavailableError.status or reply.json() != {"error": UnavailableError.message}:
+        if reply.status_code != UnavailableError.status:
             break
         reply = send()
     return reply
