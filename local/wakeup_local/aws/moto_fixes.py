@@ -411,7 +411,7 @@ def apply(mapping_update_s: float = 0.0) -> None:
     else:
         log.warning("moto changed: its TransactWriteItems is not made idempotent by ClientRequestToken")
     if "__setitem__" in vars(LimitedSizeDict):
-        LimitedSizeDict.__setitem__ = moto_item_sizes.sized_as_moto_sizes(LimitedSizeDict.__setitem__)  # type: ignore[method-assign,assignment]
+        LimitedSizeDict.__setitem__ = moto_item_sizes.sized_as_moto_sizes(LimitedSizeDict.__setitem__)  # type: ignore[method-assign]
     else:
         log.warning("moto changed: its item sizes are added up through DynamoType.size (writes may be slower)")
     for name in _DYNAMODB_OPERATIONS:
