@@ -20,12 +20,14 @@ import boto3
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from moto.core.request import Request
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from moto.scheduler import urls as scheduler_urls
 from moto.scheduler.responses import EventBridgeSchedulerResponse
+from werkzeug.test import EnvironBuilder
 
 from wakeup_local.aws.loopback_wsgi import LoopbackWsgiServer
-from wakeup_local.aws.moto_shortcut import HANDLERS, REST_HANDLERS, MotoShortcut
+from wakeup_local.aws.moto_shortcut import HANDLERS, REST_HANDLERS, MotoShortcut, raw_url
 
 REGION = "us-east-1"
 # Request ids and times differ from one answer to the next, whoever serves them.
@@ -312,3 +314,33 @@ def test_an_application_that_raises_answers_500_and_the_server_keeps_serving() -
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("host", "raw_uri", "query", "script"),
+    [
+        ("127.0.0.1:4566", "/", "", ""),
+        ("localhost:4566", "/", "", ""),
+        ("127.0.0.1:80", "/", "", ""),  # HTTP's own port, which werkzeug leaves out
+        ("localhost:80", "/", "", ""),
+        ("LOCALHOST:4566", "/", "", ""),
+        ("xn--bcher-kva.example:4566", "/", "", ""),
+        ("[::1]:4566", "/", "", ""),
+        ("127.0.0.1:4566", "/?Action=x", "Action=x", ""),
+        ("127.0.0.1:4566", "/a%2Fb", "", ""),
+        ("127.0.0.1:4566", "//", "", ""),
+        ("127.0.0.1:4566", "/", "", "/root"),
+        ("", "/", "", ""),
+    ],
+)
+def test_a_request_s_url_is_the_one_moto_reads_from_werkzeug(host: str, raw_uri: str, query: str, script: str) -> None:
+    environ = EnvironBuilder(path=raw_uri.partition("?")[0], query_string=query, method="POST").get_environ()
+    environ.update(
+        RAW_URI=raw_uri, REQUEST_URI=raw_uri, SCRIPT_NAME=script, SERVER_NAME="127.0.0.1", SERVER_PORT="4566"
+    )
+    if host:
+        environ["HTTP_HOST"] = host
+    else:
+        environ.pop("HTTP_HOST", None)
+    request = Request(environ)
+    assert raw_url(request) == request.raw_url

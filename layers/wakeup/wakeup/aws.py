@@ -19,6 +19,17 @@ CLIENT_CONFIG = Config(
     read_timeout=AWS_REQUEST.read_s,
     max_pool_connections=50,
 )
+# botocore checks each request's parameters against the service's model before it sends it: for
+# DynamoDB a walk of every typed value of the request's key, item and expression values, on the
+# requests of every wake. Its reference allows turning that off "for performance reasons" (`Config`'s
+# `parameter_validation`, https://docs.aws.amazon.com/botocore/latest/reference/config.html), and
+# DynamoDB's are built by `wakeup.table` alone, from values already checked (the settings, the
+# requests' models, items read back). DynamoDB checks every request again itself and refuses a bad
+# one with a ValidationException ("Error handling with DynamoDB",
+# https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Programming.Errors.html): a
+# `ClientError`, as its other refusals are.
+UNCHECKED_SERVICES = frozenset({"dynamodb"})
+_UNCHECKED_CONFIG = CLIENT_CONFIG.merge(Config(parameter_validation=False))
 
 
 # boto3 makes clients from one default session, unsafely from several threads at once; clients made
@@ -31,7 +42,8 @@ def client(service: str) -> Any:
     every request is first checked against the invocation's time left: one whose retries could
     outlast it is not sent (`wakeup.deadlines.NoTimeForRequestError`)."""
     with _making:
-        made = boto3.client(service, config=CLIENT_CONFIG)  # type: ignore[call-overload]
+        config = _UNCHECKED_CONFIG if service in UNCHECKED_SERVICES else CLIENT_CONFIG
+        made = boto3.client(service, config=config)  # type: ignore[call-overload]
     # botocore emits `before-call` once a request, before its first attempt and its retries.
     made.meta.events.register("before-call", _within_time)
     return made

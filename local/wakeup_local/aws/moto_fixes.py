@@ -51,6 +51,9 @@ Each is applied once, and only if moto still has what it replaces (a newer moto 
 - moto writes each item of a DynamoDB reply through the service model, attribute by attribute and
   member by member, for a registration's and a delivered wake's replies alike. An item is already
   in the reply's shape, and goes into it as it is (moto_attribute_values.py).
+- moto adds up the size of every attribute of an item each time it sets one (its 400 KB check):
+  a string's and a number's sizes are read there without `DynamoType.size`'s dispatch, the same
+  sums and the same refusals (moto_item_sizes.py).
 - moto parses an update expression twice per `UpdateItem`, deep-copies the tree, and asks at each
   node of its ten walks which node types the walk processes: each text is parsed once into one
   tree that moto only reads, the validator's copy of it is unpickled, and each node type's answers
@@ -98,7 +101,7 @@ from moto.core.utils import camelcase_to_underscores, unix_time
 from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.exceptions import ERROR_TYPE_PREFIX, DynamodbException
 from moto.dynamodb.models import DynamoDBBackend
-from moto.dynamodb.models.dynamo_type import DynamoType, Item
+from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node  # type: ignore[attr-defined]  # untyped
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]  # untyped too
@@ -106,7 +109,7 @@ from moto.dynamodb.responses import DynamoHandler
 from moto.sqs.models import Queue, SQSBackend, sqs_backends
 
 from wakeup_awsfacts.sqs_scaling import MAXIMUM_POLLERS_RANGE, MINIMUM_POLLERS_RANGE
-from wakeup_local.aws import moto_expressions
+from wakeup_local.aws import moto_expressions, moto_item_sizes
 from wakeup_local.aws.moto_attribute_values import items_as_they_are, values_as_they_are
 
 log = logging.getLogger(__name__)
@@ -407,6 +410,10 @@ def apply(mapping_update_s: float = 0.0) -> None:
         DynamoHandler.transact_write_items = idempotent_by_token(DynamoHandler.transact_write_items)  # type: ignore[method-assign]
     else:
         log.warning("moto changed: its TransactWriteItems is not made idempotent by ClientRequestToken")
+    if "__setitem__" in vars(LimitedSizeDict):
+        LimitedSizeDict.__setitem__ = moto_item_sizes.sized_as_moto_sizes(LimitedSizeDict.__setitem__)  # type: ignore[method-assign]
+    else:
+        log.warning("moto changed: its item sizes are added up through DynamoType.size (writes may be slower)")
     for name in _DYNAMODB_OPERATIONS:
         if hasattr(DynamoDBBackend, name):
             setattr(DynamoDBBackend, name, _serialised(getattr(DynamoDBBackend, name)))

@@ -30,7 +30,8 @@ def unprocessed_wait_s(ask: int) -> float:
 
 @dataclass(frozen=True)
 class Written:
-    """What a conditional write came to: applied or not, and the item as it is now (None: gone)."""
+    """What a conditional write came to: applied or not, and the item as it is now (None: gone, or
+    an applied write that asked for no item)."""
 
     applied: bool
     item: Item | None
@@ -146,7 +147,9 @@ class Table:
             unwritten.extend(left)
         return unwritten
 
-    def conditional_update(self, pk: str, update: str, condition: str, values: Item) -> Written:
+    def conditional_update(
+        self, pk: str, update: str, condition: str, values: Item, *, new_item: bool = True
+    ) -> Written:
         """Applies `update` (a `SET ...`, then maybe `REMOVE ...`) to the item if `condition` holds.
 
         botocore retries a request whose reply was lost, and a write applied before its reply was
@@ -154,6 +157,11 @@ class Table:
         a refusal whose item carries this write's id is this write, applied. DynamoDB returns the
         item with the refusal when asked (`ReturnValuesOnConditionCheckFailure`, UpdateItem's API
         reference: https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_UpdateItem.html).
+
+        With `new_item` False, an applied write's reply carries no item (`ReturnValues` NONE, and
+        `Written.item` is then None): for a writer that needs only whether it applied. The same
+        page: a returned item costs no capacity, only the reply's size to send and read, which
+        is what is spared (a refusal still returns the item, as above).
         """
         write_id = uuid.uuid4().hex
         sets, removes = update.partition(" REMOVE ")[::2]
@@ -164,7 +172,7 @@ class Table:
                 UpdateExpression=f"{sets}, write_id = :write_id" + (f" REMOVE {removes}" if removes else ""),
                 ConditionExpression=condition,
                 ExpressionAttributeValues=dump({**values, ":write_id": write_id}),
-                ReturnValues="ALL_NEW",
+                ReturnValues="ALL_NEW" if new_item else "NONE",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
@@ -172,4 +180,4 @@ class Table:
             # This very write, applied before its reply was lost, or someone else's first.
             applied = current is not None and current.get("write_id") == write_id
             return Written(applied=applied, item=current)
-        return Written(applied=True, item=load(found["Attributes"]))
+        return Written(applied=True, item=load(found["Attributes"]) if new_item else None)

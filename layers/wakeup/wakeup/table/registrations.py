@@ -179,7 +179,11 @@ class Registrations:
     def _update_registration(self, trigger: Trigger, update: str, values: Item, extra: str = "") -> bool:
         """Applies `update` only while the trigger's registration and attempt still stand."""
         values = {":reg": trigger.reg, ":attempt": trigger.attempt, **values}
-        return self.db.conditional_update(instance_key(trigger.instance_id), update, STANDS + extra, values).applied
+        # Whether it applied is all its writers read: no item in the reply (an outcome's, a claim's).
+        written = self.db.conditional_update(
+            instance_key(trigger.instance_id), update, STANDS + extra, values, new_item=False
+        )
+        return written.applied
 
     def claim(self, trigger: Trigger, now_ms: int, lease_ms: int) -> int | None:
         """Claims the call for the trigger's registration; the claim's end, or None when it is held."""
