@@ -257,6 +257,40 @@ def test_a_transaction_sent_again_with_its_client_token_is_not_applied_twice(fix
     assert _items(dynamodb, table)["counter"]["n"] == {"N": "2"}
 
 
+def test_updates_racing_on_one_item_each_apply_whole_and_none_fails(fixed_moto: str) -> None:
+    # given the local stack's moto and one item of many attributes, as DynamoDB's writes are atomic
+    dynamodb = boto3.client(
+        "dynamodb", endpoint_url=fixed_moto, region_name="us-east-1", config=Config(retries={"total_max_attempts": 1})
+    )
+    table = _table(dynamodb)
+    many = {f"a{n}": {"S": "x" * 20} for n in range(RACING_ATTRIBUTES)}
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "one"}, **many})
+
+    # when clients at once each add an attribute of their own and take it away again, over and over,
+    # asking for the item's old attributes (which moto copies before it updates)
+    def add_and_remove(client: int) -> list[str]:
+        failures = []
+        for _ in range(RACING_ROUNDS):
+            added = {"UpdateExpression": f"SET c{client} = :v", "ExpressionAttributeValues": {":v": {"S": "v"}}}
+            for update in (added, {"UpdateExpression": f"REMOVE c{client}"}):
+                try:
+                    dynamodb.update_item(TableName=table, Key={"pk": {"S": "one"}}, ReturnValues="ALL_OLD", **update)
+                except ClientError as error:
+                    failures.append(error.response["Error"]["Code"])
+        return failures
+
+    with ThreadPoolExecutor(RACING_CLIENTS) as pool:
+        failures = [code for part in pool.map(add_and_remove, range(RACING_CLIENTS)) for code in part]
+    # then none failed, and the item is as it began
+    assert failures == []
+    assert _items(dynamodb, table)["one"] == {"pk": {"S": "one"}, **many}
+
+
+RACING_ATTRIBUTES = 200
+RACING_CLIENTS = 8
+RACING_ROUNDS = 60
+
+
 def test_a_transaction_copies_only_the_items_it_names(plain_moto: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # given moto with the fix, and tables that may not be copied
     monkeypatch.setattr(dynamodb_models, "copy", moto_fixes.COPY_WITHOUT_TABLES)

@@ -7,7 +7,11 @@ Each is applied once, and only if moto still has what it replaces (a newer moto 
   deep-copies tables meanwhile, with no lock. Two requests racing to put one item under
   `attribute_not_exists` could both succeed (seen: two accounts both got 201 for one token), or
   the copy fails with "dictionary changed size during iteration". One lock serialises moto's
-  DynamoDB operations, which makes each as atomic as DynamoDB's.
+  DynamoDB operations, which makes each as atomic as DynamoDB's. moto's `UpdateItem` handler also
+  deep-copies the item it is about to update (its old attributes, for `ALL_OLD` and `UPDATED_OLD`)
+  before it calls the backend, outside that lock: racing another write to the item, the copy failed
+  with "dictionary changed size during iteration" (a 500), or held attributes that write had since
+  changed. The handler's whole update runs under the same lock.
 - moto's `transact_write_items` deep-copies every table it writes to before it starts, to roll back
   a cancelled transaction: its cost grows with the table, so a registration slows as instances
   accumulate. Here it snapshots only the items the transaction names (at most 100), and
@@ -414,6 +418,10 @@ def apply(mapping_update_s: float = 0.0) -> None:
         LimitedSizeDict.__setitem__ = moto_item_sizes.sized_as_moto_sizes(LimitedSizeDict.__setitem__)  # type: ignore[method-assign]
     else:
         log.warning("moto changed: its item sizes are added up through DynamoType.size (writes may be slower)")
+    if hasattr(DynamoHandler, "update_item"):
+        DynamoHandler.update_item = _serialised(DynamoHandler.update_item)  # type: ignore[method-assign]
+    else:
+        log.warning("moto changed: its UpdateItem handler is not made atomic")
     for name in _DYNAMODB_OPERATIONS:
         if hasattr(DynamoDBBackend, name):
             setattr(DynamoDBBackend, name, _serialised(getattr(DynamoDBBackend, name)))
