@@ -52,6 +52,8 @@ STACK_ENV = {
     "WAKEUP_PLANNER_UPDATE_DELAY_S": str(PLANNER_UPDATE_DELAY_S),
 }
 BURST = 12
+# How far ahead of its registering the test's burst is due.
+BURST_AHEAD_S = 16
 # What the planner asks for a burst of BURST: its `headroom` of 4, ten invocations a poller (the
 # poller then has ten batches a poller ready, within the caller's local bound).
 BURST_POLLERS = math.ceil(BURST * 4 / 10)
@@ -147,12 +149,15 @@ def test_the_callers_mapping_is_the_templates_and_the_planner_names_it_every_min
 
 def test_a_burst_registered_ahead_raises_the_mapping_and_the_poller_follows(stack: LocalStack, host: WakeHost) -> None:
     assert "ProvisionedPollerConfig" not in settled(stack)
-    # given a burst due in a few seconds
-    second = register_burst(stack, host, ahead_s=8)
+    # given a burst due in a few seconds: far enough that its PUTs and the planner's run leave more
+    # than the update's delay the planner assumes before it, else the planner holds the change (it
+    # could land during the burst); with one core busy those took over 4 s
+    second = register_burst(stack, host, ahead_s=BURST_AHEAD_S)
     # when the planner runs
     planned = run_planner(stack)
     # then it asked for provisioned pollers for that burst ...
-    assert planned["sent"] and planned["plan"] == {
+    assert planned["sent"], planned
+    assert planned["plan"] == {
         "pollers": BURST_POLLERS,
         "burst_at": second,
         "peak_wakes": BURST,
