@@ -133,9 +133,9 @@ def silent_server() -> Iterator[str]:
 
 
 @pytest.fixture
-def closed_port_url() -> str:
-    """The URL of a loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+def closed_port_url() -> Iterator[str]:
+    """The URL of a loopback port bound but not listening, held for the test: a connection there is
+    refused, and no other socket takes the port meanwhile."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{held.getsockname()[1]}"

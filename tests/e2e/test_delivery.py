@@ -142,11 +142,10 @@ def test_a_host_that_does_not_answer_in_time_shows_a_timeout(instances: Instance
 
 
 def test_a_refused_connection_shows_as_such(instances: Instances) -> None:
-    instance_id, token = instances.new(closed_port_url())
-
-    instances.wake(token, iso(time.time()))
-
-    failing = instances.wait_for(instance_id, lambda b: b["attempts"] >= 1, "the failure recorded")
+    with closed_port_url() as url:
+        instance_id, token = instances.new(url)
+        instances.wake(token, iso(time.time()))
+        failing = instances.wait_for(instance_id, lambda b: b["attempts"] >= 1, "the failure recorded")
     assert failing["lastError"] == "connection refused"
 
 

@@ -197,11 +197,12 @@ def test_the_caller_makes_only_requests_its_role_allows(env: Deployed, requests:
     stale_id = env.new_instance(host.url)
     stale = env.new_wake(stale_id, now() + timedelta(days=1))
     env.new_wake(stale_id, now() + timedelta(days=2))
-    failing = env.new_wake(env.new_instance(closed_port_url()), now())
-    assert invoke(scheduler_invocation(early)) == {"result": "early"}
-    assert invoke(scheduler_invocation(due)) == {"result": "called"}
-    assert invoke(scheduler_invocation(stale)) == {"result": "stale"}
-    assert invoke(sqs_batch(failing)) == {"batchItemFailures": []}
+    with closed_port_url() as url:
+        failing = env.new_wake(env.new_instance(url), now())
+        assert invoke(scheduler_invocation(early)) == {"result": "early"}
+        assert invoke(scheduler_invocation(due)) == {"result": "called"}
+        assert invoke(scheduler_invocation(stale)) == {"result": "stale"}
+        assert invoke(sqs_batch(failing)) == {"batchItemFailures": []}
     assert {
         ("dynamodb:GetItem", TABLE),
         ("dynamodb:BatchWriteItem", TABLE),

@@ -1,5 +1,6 @@
 """The test support itself: the scriptable host, and the stacks the shared fixtures start."""
 
+import socket
 from datetime import UTC, datetime, timedelta
 
 import boto3
@@ -50,8 +51,15 @@ def test_waiting_for_calls_that_do_not_come_fails_clearly(host: WakeHost) -> Non
 
 
 def test_nothing_listens_on_a_closed_port_url() -> None:
-    with pytest.raises(requests.exceptions.ConnectionError):
-        requests.get(closed_port_url(), timeout=5)
+    with closed_port_url() as url, pytest.raises(requests.exceptions.ConnectionError, match="Connection refused"):
+        requests.get(url, timeout=5)
+
+
+def test_a_closed_port_url_takes_no_other_socket_while_held() -> None:
+    # A test server bound to port 0, or an outgoing connection's source port, cannot take it while
+    # the call meant to be refused is on its way.
+    with closed_port_url() as url, socket.socket() as other, pytest.raises(OSError, match="in use"):
+        other.bind(("127.0.0.1", int(url.rpartition(":")[2])))
 
 
 # --- the shared stacks -------------------------------------------------------------------------------

@@ -212,9 +212,11 @@ def running_host() -> Iterator[WakeHost]:
         host.close()
 
 
-def closed_port_url() -> str:
-    """A loopback URL on a port nothing listens on (a connection there is refused)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+@contextmanager
+def closed_port_url() -> Iterator[str]:
+    """A loopback URL on a port bound but not listening: a connection there is refused. The port is
+    held until the block ends, so that no other socket takes it meanwhile (a port released at once
+    may become a test server's, or an outgoing connection's, before the call it is for)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{held.getsockname()[1]}"
