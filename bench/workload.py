@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import selectors
+import socket
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 
 import requests
@@ -44,39 +45,89 @@ def warm_up(api: Api, host: Host) -> None:
         api.wake(token, iso(time.time() + timedelta(days=1).total_seconds()))
 
 
-class _BurstServer(ThreadingHTTPServer):
-    # A burst of wakes due at one second connects all at once: with socketserver's default listen
-    # queue of 5 the kernel drops the rest, and their callers resend only after a second.
-    request_queue_size = 1024
-    daemon_threads = True
+# What the host answers: a status, no body, and the connection closed (the caller reads the status
+# alone, and sends `Connection: close`).
+_ANSWERS = {
+    status: f"HTTP/1.1 {status} {reason}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode()
+    for status, reason in ((200, "OK"), (400, "Bad Request"), (503, "Service Unavailable"))
+}
+_HEAD_END = b"\r\n\r\n"
+_HEAD_BYTES = 16 * 1024  # a request's head longer than this is answered 400
 
 
 class Host:
-    """A host on 127.0.0.1 that answers `GET <path>/wake` and records when each call arrived."""
+    """A host on 127.0.0.1 that answers `GET <path>/wake` and records when each call arrived.
+
+    It stands for hosts on other machines, so it takes as little as it can of the cores that the
+    stack shares with it: one thread and one selector for every connection, and of each request only
+    its line read (http.server's thread a connection and header parsing cost several times the CPU
+    a call: docs/benchmark.md, "The bench's host").
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.calls: dict[str, list[float]] = defaultdict(list)
-        host = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - the name http.server dispatches to
-                arrived = time.time()
-                path = self.path.removesuffix("/wake")
-                with host._lock:
-                    host.calls[path].append(arrived)
-                    first = len(host.calls[path]) == 1
-                self.send_response(503 if first and path.startswith(FLAKY) else 200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
-                pass
-
-        self._server = _BurstServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        # A burst of wakes due at one second connects all at once: with a short listen queue the
+        # kernel drops the rest, and their callers resend only after a second.
+        self._listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
+        self._listener.setblocking(False)
+        self._stop_r, self._stop_w = socket.socketpair()
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._listener, selectors.EVENT_READ)
+        self._selector.register(self._stop_r, selectors.EVENT_READ)
+        self._heads: dict[socket.socket, bytearray] = {}
+        self._thread = threading.Thread(target=self._serve, name="bench-host", daemon=True)
         self._thread.start()
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        while True:
+            for key, _ in self._selector.select():
+                if key.fileobj is self._stop_r:
+                    return
+                if key.fileobj is self._listener:
+                    self._accept()
+                else:
+                    self._read(key.fileobj)  # type: ignore[arg-type]  # only sockets are registered
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self._listener.accept()
+            except BlockingIOError:
+                return
+            connection.setblocking(False)
+            self._heads[connection] = bytearray()
+            self._selector.register(connection, selectors.EVENT_READ)
+
+    def _read(self, connection: socket.socket) -> None:
+        head = self._heads[connection]
+        try:
+            data = connection.recv(4096)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        head += data
+        if data and _HEAD_END not in head and len(head) < _HEAD_BYTES:
+            return  # the rest of the head is still to come
+        if data:
+            arrived = time.time()
+            connection.send(_ANSWERS[self._answer(bytes(head), arrived)])  # a few bytes: the buffer is empty
+        self._selector.unregister(connection)
+        del self._heads[connection]
+        connection.close()
+
+    def _answer(self, head: bytes, arrived: float) -> int:
+        method, _, rest = head.partition(b" ")
+        target = rest.partition(b" ")[0].decode("latin-1")
+        if method != b"GET" or not target.endswith("/wake"):
+            return 400
+        path = target.removesuffix("/wake")
+        with self._lock:
+            self.calls[path].append(arrived)
+            first = len(self.calls[path]) == 1
+        return 503 if first and path.startswith(FLAKY) else 200
 
     def wait_for(self, paths: Iterable[str], calls_each: int, deadline: float) -> bool:
         """Waits until every path has had `calls_each` calls, or `deadline` (monotonic) passes."""
@@ -98,9 +149,12 @@ class Host:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._stop_w.send(b"x")
         self._thread.join()
+        for connection in self._heads:
+            connection.close()
+        for held in (self._selector, self._listener, self._stop_r, self._stop_w):
+            held.close()
 
 
 class Api:

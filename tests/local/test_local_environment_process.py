@@ -5,6 +5,7 @@ function whose folders hold one of those packages gets a new process, and its en
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -143,11 +144,72 @@ def test_a_function_whose_folders_hold_a_module_the_fork_server_imported_or_miss
         started.stop()
 
 
-def test_the_preloaded_packages_read_no_variable_but_those_their_fork_server_is_started_with() -> None:
-    # given a new interpreter that records every read of its variables while it imports PRELOAD
+# A function that makes a DynamoDB client in its handler, and answers the files of botocore's data
+# that its process opened from its init on.
+DATA_PROBE = textwrap.dedent(
+    """
+    import os, sys
+    import boto3, botocore
+
+    DATA = os.path.join(os.path.dirname(botocore.__file__), "data")
+    opened = []
+
+    def watch(event, args):
+        if event == "open" and str(args[0]).startswith(DATA):
+            opened.append(os.path.relpath(str(args[0]), DATA))
+
+    sys.addaudithook(watch)
+
+    def handler(event, context):
+        boto3.client("dynamodb", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+        return opened
+    """
+)
+
+
+def test_a_forked_environment_makes_its_clients_from_the_botocore_data_its_fork_server_read(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (folder / "probe.py").write_text(DATA_PROBE)
+    (folder / "models").mkdir()
+    # when a forked environment, a new process, and a forked environment given AWS_DATA_PATH each
+    # make a DynamoDB client
+    forked, forked_environment = probe(folder)
+    with monkeypatch.context() as patch:
+        patch.setattr(environment, "start_runtime", new_process)
+        fresh, fresh_environment = probe(folder)
+    own_path, own_path_environment = probe(folder, AWS_DATA_PATH=str(folder / "models"))
+    try:
+        # then the forked one read none of botocore's files: the fork server had read them
+        assert parent(forked_environment.pid) != os.getpid() and forked == []
+        # while a new process reads the service's model and the endpoints, as on Lambda
+        assert any(name.startswith("dynamodb/") for name in fresh) and any("endpoints" in name for name in fresh)
+        # and a session given other folders to read makes its own loader, as botocore does
+        assert any(name.startswith("dynamodb/") for name in own_path)
+    finally:
+        for started in (forked_environment, fresh_environment, own_path_environment):
+            started.stop()
+
+
+def test_the_fork_server_reads_the_botocore_data_of_every_service_the_layer_calls() -> None:
+    layer = Path(__file__).parents[2] / "layers/wakeup/wakeup"
+    called = {
+        service
+        for source in layer.rglob("*.py")
+        for service in re.findall(r"""(?:aws\.client|_client)\("([a-z-]+)"\)""", source.read_text())
+    }
+    assert called and called <= set(environment_forker.BOTOCORE_SERVICES)
+
+
+def test_the_preloaded_packages_and_data_read_no_variable_but_those_their_fork_server_is_started_with() -> None:
+    # given a new interpreter that records every read of its variables while it imports PRELOAD and
+    # reads botocore's data as the fork server does
     script = textwrap.dedent(
         """
-        import collections.abc, importlib, json, os, sys
+        import collections.abc, importlib, importlib.util, json, os, sys
+        spec = importlib.util.spec_from_file_location("forker", sys.argv[1])
+        forker = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(forker)
         reads = set()
         class Recorder(collections.abc.MutableMapping):
             def __init__(self, real): self.real = real
@@ -158,13 +220,14 @@ def test_the_preloaded_packages_read_no_variable_but_those_their_fork_server_is_
             def __len__(self): return len(self.real)
             def copy(self): reads.add("(every variable)"); return dict(self.real)
         os.environ = Recorder(os.environ)
-        for module in sys.argv[1:]:
+        for module in forker.PRELOAD:
             importlib.import_module(module)
+        forker.read_botocore_data()
         print(json.dumps(sorted(reads)))
         """
     )
     result = subprocess.run(
-        [sys.executable, "-c", script, *environment_forker.PRELOAD],
+        [sys.executable, "-c", script, environment_forker.__file__],
         env={"LANG": "en_US.UTF-8", "TZ": ":UTC"},
         capture_output=True,
         text=True,

@@ -12,8 +12,9 @@ stack's process on a socket of its own (shared_fork_servers.py).
 
 It imports none of the functions' own code. What the preloaded imports did, every environment
 starts with, as a new process that imported the same would: Powertools' user agent registered with
-botocore, pydantic's plugins looked up (none), Powertools' parser models built. Where that differs
-from a new process, the README says (What it leaves out).
+botocore, pydantic's plugins looked up (none), Powertools' parser models built; and botocore's data
+for the layer's services read (`read_botocore_data`). Where that differs from a new process, the
+README says (What it leaves out).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import socket
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 import setproctitle
 
@@ -53,6 +55,13 @@ PRELOAD = (
     "aws_lambda_powertools.utilities.data_classes",
     "aws_lambda_powertools.utilities.parameters",
 )
+# The services whose botocore data (JSON files) the fork server reads for every environment: those the
+# layer makes clients of (`wakeup.aws.client`). A client's making reads the service's model and
+# endpoint rules, and the endpoints, partitions and defaults every client reads, through its session's
+# loader, which keeps what it read. That reading was most of a caller environment's init
+# (docs/benchmark.md, "The local stack"). Another service's files are read in the environment, as
+# without it.
+BOTOCORE_SERVICES = ("dynamodb", "secretsmanager", "sqs", "scheduler", "lambda", "cloudformation")
 # A request is one datagram: the environment's variables make it a few kilobytes.
 REQUEST_BYTES = 1 << 20
 RUNTIME_CLIENT = "awslambdaric"
@@ -137,12 +146,41 @@ def preload() -> set[str]:
     return {name.partition(".")[0] for name in sys.modules} | missed.names
 
 
+def read_botocore_data() -> None:
+    """Reads BOTOCORE_SERVICES' data with a loader of botocore's, and makes that loader the one of
+    every botocore session made from then on (here and in every environment forked) without
+    AWS_DATA_PATH: what a new process would read from the same files, read before it starts. A
+    session given AWS_DATA_PATH makes its own loader, as botocore does. (botocore is imported here,
+    after PRELOAD, whose imports `preload` records.)"""
+    import botocore.loaders  # noqa: PLC0415
+    import botocore.session  # noqa: PLC0415
+
+    try:
+        loader = botocore.loaders.create_loader()
+        loader.load_data_with_path("endpoints")
+        loader.load_data("sdk-default-configuration")
+        loader.load_data("partitions")
+        for service in BOTOCORE_SERVICES:
+            for type_name in ("service-2", "endpoint-rule-set-1"):
+                loader.load_service_model(service, type_name)
+        create_loader = botocore.session.create_loader
+    except Exception:  # a botocore that changed: every environment reads its own, as a new process
+        traceback.print_exc()
+        return
+
+    def loader_for(search_path_string: str | None = None) -> Any:
+        return loader if search_path_string is None else create_loader(search_path_string)
+
+    botocore.session.create_loader = loader_for
+
+
 def main() -> int:
     # Its arguments name the variables it was started with: any other it has, the interpreter set as
     # it started (LC_CTYPE, coercing a C locale), and a new process would have too.
     started_with = set(sys.argv[1:])
     set_by_interpreter = {name: value for name, value in os.environ.items() if name not in started_with}
     imported = preload()
+    read_botocore_data()
     # What the imports made and kept lives as long as an environment does: kept out of the
     # collector's passes (gc.freeze, which Python's documentation suggests before fork), which would
     # otherwise walk it in every environment and copy each page they touch. Their garbage is
