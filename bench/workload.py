@@ -60,8 +60,8 @@ class Host:
 
     It stands for hosts on other machines, so it takes as little as it can of the cores that the
     stack shares with it: one thread and one selector for every connection, and of each request only
-    its line read (http.server's thread a connection and header parsing cost several times the CPU
-    a call: docs/benchmark.md, "The bench's host").
+    its line read (http.server's thread a connection and header parsing cost several times as much:
+    docs/benchmark.md, "Figures behind the code's choices").
     """
 
     def __init__(self) -> None:
