@@ -94,7 +94,7 @@ class Host:
         while True:
             try:
                 connection, _ = self._listener.accept()
-            except BlockingIOError:
+            except OSError:  # none waiting (or a connection gone before it was taken): the next select
                 return
             connection.setblocking(False)
             self._heads[connection] = bytearray()
@@ -112,8 +112,11 @@ class Host:
         if data and _HEAD_END not in head and len(head) < _HEAD_BYTES:
             return  # the rest of the head is still to come
         if data:
-            arrived = time.time()
-            connection.send(_ANSWERS[self._answer(bytes(head), arrived)])  # a few bytes: the buffer is empty
+            status = self._answer(bytes(head), time.time()) if _HEAD_END in head else 400
+            try:
+                connection.send(_ANSWERS[status])  # a few bytes: the socket's buffer is empty
+            except OSError:
+                pass  # the caller has gone: its call was recorded as it arrived
         self._selector.unregister(connection)
         del self._heads[connection]
         connection.close()

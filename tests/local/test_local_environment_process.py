@@ -185,6 +185,7 @@ def test_a_forked_environment_makes_its_clients_from_the_botocore_data_its_fork_
         # while a new process reads the service's model and the endpoints, as on Lambda
         assert any(name.startswith("dynamodb/") for name in fresh) and any("endpoints" in name for name in fresh)
         # and a session given other folders to read makes its own loader, as botocore does
+        assert parent(own_path_environment.pid) != os.getpid()
         assert any(name.startswith("dynamodb/") for name in own_path)
     finally:
         for started in (forked_environment, fresh_environment, own_path_environment):

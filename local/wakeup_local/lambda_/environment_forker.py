@@ -147,29 +147,36 @@ def preload() -> set[str]:
 
 
 def read_botocore_data() -> None:
-    """Reads BOTOCORE_SERVICES' data with a loader of botocore's, and makes that loader the one of
-    every botocore session made from then on (here and in every environment forked) without
-    AWS_DATA_PATH: what a new process would read from the same files, read before it starts. A
-    session given AWS_DATA_PATH makes its own loader, as botocore does. (botocore is imported here,
-    after PRELOAD, whose imports `preload` records.)"""
+    """Reads BOTOCORE_SERVICES' data with a loader of botocore's, and gives what it read to the loader
+    of every botocore session made from then on (here and in every environment forked) without
+    AWS_DATA_PATH: what a new process would read from the same files, read before it starts. Each
+    session still has a loader of its own, as botocore makes (boto3 adds its own folder to a
+    session's loader); a session given AWS_DATA_PATH reads its own, as botocore does. (botocore is
+    imported here, after PRELOAD, whose imports `preload` records.)"""
     import botocore.loaders  # noqa: PLC0415
     import botocore.session  # noqa: PLC0415
 
     try:
-        loader = botocore.loaders.create_loader()
-        loader.load_data_with_path("endpoints")
-        loader.load_data("sdk-default-configuration")
-        loader.load_data("partitions")
+        read = botocore.loaders.create_loader()
+        # As botocore's session and client ask for them: a loader keeps each read under the
+        # arguments it was asked with (`instance_cache`, in the loader's `_cache`).
+        read.load_data_with_path("endpoints")
+        read.load_data("sdk-default-configuration")
+        read.load_data("partitions")
         for service in BOTOCORE_SERVICES:
             for type_name in ("service-2", "endpoint-rule-set-1"):
-                loader.load_service_model(service, type_name)
+                read.load_service_model(service, type_name, api_version=None)
         create_loader = botocore.session.create_loader
+        kept = dict(read._cache)
     except Exception:  # a botocore that changed: every environment reads its own, as a new process
         traceback.print_exc()
         return
 
     def loader_for(search_path_string: str | None = None) -> Any:
-        return loader if search_path_string is None else create_loader(search_path_string)
+        made = create_loader(search_path_string)
+        if search_path_string is None:
+            made._cache.update(kept)
+        return made
 
     botocore.session.create_loader = loader_for
 
