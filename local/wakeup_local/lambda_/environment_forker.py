@@ -157,7 +157,7 @@ def read_botocore_data() -> None:
     import botocore.session  # noqa: PLC0415
 
     try:
-        read = botocore.loaders.create_loader()
+        read: Any = botocore.loaders.create_loader()  # its `_cache`, which botocore's stubs leave out
         # As botocore's session and client ask for them: a loader keeps each read under the
         # arguments it was asked with (`instance_cache`, in the loader's `_cache`).
         read.load_data_with_path("endpoints")
@@ -173,7 +173,7 @@ def read_botocore_data() -> None:
         return
 
     def loader_for(search_path_string: str | None = None) -> Any:
-        made = create_loader(search_path_string)
+        made: Any = create_loader(search_path_string)
         if search_path_string is None:
             made._cache.update(kept)
         return made
