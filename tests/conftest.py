@@ -19,6 +19,7 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from support.api import Api
 from support.host import WakeHost
@@ -34,6 +35,12 @@ TEST_AWS_ENVIRONMENT = {
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
+
+# No time limit on a hypothesis example: its default (200 ms an example) is a timing bound in a
+# test's pass mark, and on two busy cores (the simulations at a low priority, one core held by
+# something else) one example of a quick test took 365 ms. A test that means a bound asserts it.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 # Every stack started in this process, for the failure reports.
 _stacks: list[StackProcess] = []
