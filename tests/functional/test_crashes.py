@@ -25,6 +25,7 @@ from faulty import Died, FaultyClient, throttled
 from moto_env import Deployed, Host, LambdaContext, private_handler, serving_host
 from sample_events import sqs_batch
 
+from wakeup.arrival import EARLY_REARM_S
 from wakeup.errors import UnauthorizedError, UnavailableError
 from wakeup.host_call import call_wake
 from wakeup.logic import instances
@@ -280,6 +281,12 @@ def past_the_lease(env: Deployed) -> datetime:
     return now() + timedelta(seconds=env.settings.claim_lease_s + 3)
 
 
+# A wake due this soon is waited for by the caller that claims it (under EARLY_REARM_S, it is not
+# armed again), and not so soon that a loaded machine makes the claim after it is due (at 0.5 s one
+# did, and the caller called at once, with no wait for the change to run in).
+WAITED_FOR = timedelta(seconds=EARLY_REARM_S - 0.5)
+
+
 def during_the_claims_wait(change: Callable[[], object], answers: list[object]) -> Callable[[float], None]:
     """The caller's sleep: the first time it waits (after its claim, before its call), `change`
     is tried; its result or refusal is kept in `answers`."""
@@ -302,7 +309,7 @@ def test_a_delete_while_a_call_holds_its_claim_is_refused_and_lands_once_the_cal
     # claim taken, waits out the moment before the call
     account = env.store.create_account("test", uuid.uuid4().hex, now())
     instance = env.store.register_instance(account.id, host.url, uuid.uuid4().hex, now()).instance
-    trigger = env.new_wake(instance.id, now() + timedelta(seconds=0.5))
+    trigger = env.new_wake(instance.id, now() + WAITED_FOR)
     owner = TokenOwner(TokenKind.ACCOUNT, account.id)
     answers: list[object] = []
     deleting = during_the_claims_wait(
@@ -325,7 +332,7 @@ def test_a_url_move_while_a_call_holds_its_claim_is_refused_and_lands_once_the_c
         account = env.store.create_account("test", uuid.uuid4().hex, now())
         token = mint(TokenKind.INSTANCE)
         instance = env.store.register_instance(account.id, old.url, hash_token(token), now()).instance
-        trigger = env.new_wake(instance.id, now() + timedelta(seconds=0.5))
+        trigger = env.new_wake(instance.id, now() + WAITED_FOR)
         owner = TokenOwner(TokenKind.ACCOUNT, account.id)
 
         def move() -> object:
