@@ -50,7 +50,8 @@ from moto.dynamodb.parsing.ast_nodes import (
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser
 from moto.dynamodb.parsing.validators import UpdateExpressionValidator
 from moto.dynamodb.responses import DynamoHandler
-from moto.sqs.models import sqs_backends
+from moto.sqs.exceptions import ReceiptHandleIsInvalid
+from moto.sqs.models import Queue, sqs_backends
 
 from support.waiting import wait_until
 from wakeup_local.aws import moto_expressions, moto_fixes
@@ -374,6 +375,50 @@ def test_sqs_clock_reads_what_moto_s_own_reads() -> None:
     assert before - 1 <= now <= unix_time_millis() + 1
 
 
+MOTO_VISIBLE_MESSAGES = Queue.messages.fget  # moto's own: this process's moto is not patched
+MOTO_DELETE_MESSAGE = Queue.delete_message
+
+
+def _queue_received_twice() -> tuple[Any, list[str], list[str]]:
+    """A queue holding two visible, one delayed and two in-flight messages, the in-flight ones each
+    received twice (the first made visible again at once); their current and first handles."""
+    backend = sqs_backends["123456789012"]["us-east-1"]
+    queue = backend.create_queue(f"q-{uuid.uuid4().hex[:8]}")
+    for body in ("a", "b"):
+        backend.send_message(queue.name, body)
+    first = [message.receipt_handle for message in backend.receive_message(queue.name, 2, 0, visibility_timeout=0)]
+    current = [message.receipt_handle for message in backend.receive_message(queue.name, 2, 0, visibility_timeout=60)]
+    for body in ("c", "d"):
+        backend.send_message(queue.name, body)
+    backend.send_message(queue.name, "later", delay_seconds=600)
+    return queue, current, first
+
+
+def test_a_queue_s_visible_messages_are_moto_s_own() -> None:
+    queue, _, _ = _queue_received_twice()
+    mine = moto_fixes.visible_messages(queue)
+    assert [message.body for message in mine] == ["c", "d"]
+    assert mine == MOTO_VISIBLE_MESSAGES(queue)
+
+
+@pytest.mark.parametrize("delete", [MOTO_DELETE_MESSAGE, moto_fixes.delete_message_by_handle], ids=["moto", "fixed"])
+def test_a_message_is_deleted_by_any_handle_it_had_as_moto_deletes_it(delete: Callable[[Any, str], None]) -> None:
+    queue, current, first = _queue_received_twice()
+    in_flight = {message.receipt_handle: message.body for message in queue._messages if message.receipt_handle}
+    # a message deleted by its current handle, the other by the handle of its first receive
+    delete(queue, current[0])
+    delete(queue, first[1])
+    assert sorted(message.body for message in queue._messages) == ["c", "d", "later"]
+    assert not queue.pending_messages
+    # a handle of a deleted message is let be, one no message had is refused
+    for handle in (*current, *first):
+        delete(queue, handle)
+    with pytest.raises(ReceiptHandleIsInvalid):
+        delete(queue, "no-message-had-this-handle")
+    assert set(in_flight) | set(first) <= queue.deleted_messages
+    assert sorted(message.body for message in queue._messages) == ["c", "d", "later"]
+
+
 def _sqs(endpoint: str) -> Any:
     return boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1")
 
@@ -692,7 +737,7 @@ def moto_parsing_once(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         UpdateExpressionParser, "make", staticmethod(moto_expressions.parsing_each_text_once(PARSE_UPDATE))
     )
     monkeypatch.setattr(dynamodb_validators, "deepcopy", moto_expressions.copied)
-    text_only = (dynamodb_validators.ActionCountValidator, dynamodb_validators.OverlappingPathsValidator)
+    text_only = tuple(getattr(dynamodb_validators, name) for name in moto_fixes.TEXT_ONLY_WALKS)
     validator = dynamodb_validators.Validator
     monkeypatch.setattr(validator, "__init__", moto_expressions.keeping_the_source_tree(validator.__init__))
     monkeypatch.setattr(validator, "validate", moto_expressions.text_walks_once(text_only)(validator.validate))
@@ -718,7 +763,7 @@ def test_the_validators_text_only_walks_are_made_until_they_pass_once_with_the_n
     )
     # given a text that passed once with its names
     update(ExpressionAttributeNames={"#a": "x", "#b": "y"})
-    assert sorted(made) == ["ActionCountValidator", "OverlappingPathsValidator"]
+    assert sorted(made) == ["ActionCountValidator", "OverlappingPathsValidator", "UpdateHashRangeKeyValidator"]
     # then with the same names its text-only walks are not made again, and the update applies
     made.clear()
     update(ExpressionAttributeNames={"#b": "z", "#a": "x"} | {"#b": "y"})
@@ -734,6 +779,33 @@ def test_the_validators_text_only_walks_are_made_until_they_pass_once_with_the_n
         "x": {"N": "1"},
         "y": {"N": "1"},
     }
+
+
+def test_the_validators_key_walk_is_made_again_for_a_table_with_another_key(moto_parsing_once: Any) -> None:
+    dynamodb, made = moto_parsing_once
+    hash_only, with_range = _table(dynamodb), _table(dynamodb, range_key=True)
+    item = {"pk": {"S": "a"}, "sk": {"S": "b"}}
+    for table in (hash_only, with_range):
+        dynamodb.put_item(TableName=table, Item=item)
+
+    def update(table: str) -> Any:
+        return dynamodb.update_item(
+            TableName=table,
+            Key={name: item[name] for name in (("pk",) if table == hash_only else ("pk", "sk"))},
+            UpdateExpression="SET #a = :one",
+            ExpressionAttributeNames={"#a": "sk"},
+            ExpressionAttributeValues={":one": {"S": "c"}},
+        )
+
+    # given a text and names that passed once on a table whose key is `pk` (`sk` a plain attribute)
+    update(hash_only)
+    made.clear()
+    # then on a table whose key holds `sk` the walks are made again, and it is refused, each time
+    for _ in range(2):
+        with pytest.raises(ClientError, match="Cannot update attribute sk. This attribute is part of the key"):
+            update(with_range)
+    assert made.count("UpdateHashRangeKeyValidator") == 2
+    assert _items(dynamodb, with_range) == {"ab": item}
 
 
 def _shape(node: Any) -> str:

@@ -9,6 +9,7 @@ process on a socket of its own (shared_fork_servers.py).
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -39,11 +40,35 @@ def serve(control: socket.socket, mapping_update_s: float) -> None:
     # Scheduler's requests past Flask (moto_shortcut.py), behind a lighter server than werkzeug's
     # (loopback_wsgi.py).
     app = RequestCounter(MotoShortcut(DomainDispatcherApplication(prepared_app)), read_schedule)
+    keep_out_of_collections()
     server = LoopbackWsgiServer(LOOPBACK, 0, app)
     server.serve_in_thread("moto")
     control.sendall(f"port={server.port}\n".encode())
     while control.recv(64):
         pass
+
+
+# How many collections of the middle generation before a full one is considered (Python's default
+# 10). What lives long in a moto is the tables' items and the queues' messages, which no cycle
+# holds (each is freed when its last reference goes, without the collector), and a full pass
+# walks all of them: under a burst of 1,000 wakes, with some 2,000 instances in the table, a moto made
+# three, 0.13 s of CPU each. The young generations' passes, which free the cycles a request makes
+# (its parsed expressions), are as often as before.
+FULL_COLLECTION_EVERY = 100
+
+
+def keep_out_of_collections() -> None:
+    """Everything made so far (moto's modules, its services' apps, models and backends: some 200,000
+    objects) lives as long as the process does: kept out of the collector's passes (`gc.freeze`),
+    and full passes made a tenth as often (FULL_COLLECTION_EVERY). Each full pass walks every object
+    it tracks, and under a burst of wakes a moto made three, about 0.2 s of CPU each (0.7 ms a
+    delivered wake), two thirds of it over these. Python's documentation suggests the freeze before
+    a fork as well: a child's passes then leave the pages it shares with the fork server untouched.
+    Their garbage is collected first, so that none of it is kept for good."""
+    gc.collect()
+    gc.freeze()
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
 
 
 def read_schedule(region: str, group: str, name: str) -> str | None:
@@ -107,6 +132,7 @@ def main() -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     moto_fixes.apply()  # its patches once for every moto (each sets its own mapping_update_s again)
     prepare_apps()
+    keep_out_of_collections()
     # Its children are reaped as they end: nothing here waits for them.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     return serve_forks(socket.socket(fileno=os.dup(0)))

@@ -28,12 +28,13 @@ stack").
   (the same objects, cycles and shared references) without deepcopy's per-object memo and
   dispatch in Python: the tree is plain objects (nodes, tokens, strings) until the validator puts
   the item's values in its copy. A kept tree's copy is unpickled from the bytes pickled once.
-- Two of the validator's walks read only the expression's text and names: the count of each kind
-  of clause, and whether two actions' paths overlap. moto makes them at every nested
-  `UpdateExpression` node, each searching the whole subtree below it again (so their work grows
-  with the square of the actions). What they find is the text's with those names: on a kept tree
-  they are made until they pass once with those names, and left out after (a text they refuse is
-  refused each time, as moto's is).
+- Three of the validator's walks read only the expression's text, its names and the table's key:
+  the count of each kind of clause, whether two actions' paths overlap (moto makes these two at
+  every nested `UpdateExpression` node, each searching the whole subtree below it again, so their
+  work grows with the square of the actions), and whether an action sets a key attribute. What they
+  find is the text's with those names on a table with that key: on a kept tree they are made until
+  they pass once with those names and that key, and left out after (a text they refuse is refused
+  each time, as moto's is).
 - Each of the validator's ten walks asks its class, at every node, which node types it processes
   (`nodes_to_be_processed`), which builds a dict of bound methods to read its keys: the types
   are the class's own, so each class is asked once.
@@ -141,15 +142,16 @@ def copied(value: Any, memo: dict[int, Any] | None = None) -> Any:
 
 
 _TEXT_CHECKS = 4096
-# The kept trees (by id) and names (as sorted pairs) whose text-only walks have passed.
-_text_checked: set[tuple[int, tuple[tuple[str, str], ...]]] = set()
+# The kept trees (by id), names (as sorted pairs) and tables' key attributes whose text-only walks
+# have passed.
+_text_checked: set[tuple[int, tuple[tuple[str, str], ...], tuple[str, ...]]] = set()
 
 
 def text_walks_once(
     text_only: tuple[type, ...],
 ) -> Callable[[Callable[[Any], Any]], Callable[[Any], Any]]:
     """Wraps moto's `Validator.validate` so that the walks of `text_only` types that lead its walks
-    are made on a kept tree until they pass once with the request's names."""
+    are made on a kept tree until they pass once with the request's names and table's key."""
 
     def wrap(validate: Callable[[Any], Any]) -> Callable[[Any], Any]:
         @functools.wraps(validate)
@@ -158,7 +160,8 @@ def text_walks_once(
             kept = _pickled.get(id(source))
             if kept is None or kept[0] is not source:
                 return validate(self)  # a tree not kept: every walk, as moto makes them
-            key = (id(source), tuple(sorted((self.expression_attribute_names or {}).items())))
+            names = tuple(sorted((self.expression_attribute_names or {}).items()))
+            key = (id(source), names, tuple(self.table.table_key_attrs))
             walks = self.processors
             if key in _text_checked:  # left out only where they lead: the other walks' order kept
                 leading = next((at for at, walk in enumerate(walks) if not isinstance(walk, text_only)), len(walks))

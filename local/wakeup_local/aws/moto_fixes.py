@@ -39,6 +39,14 @@ Each is applied once, and only if moto still has what it replaces (a newer moto 
   is it delayed), through `unix_time_millis`, which builds two datetimes and subtracts them: each
   receive pays it for every delayed message, and an idle poller pays it at every look. SQS's module
   gets the same clock read from `time.time()`.
+- moto 5's SQS looks at a queue (`Queue.messages`: its visible messages, for every receive and
+  every look of a long poll) through two properties of each message, each reading the clock; and
+  deletes a message (`Queue.delete_message`) by going through every message of the queue twice,
+  building each one's list of receipt handles as it goes. A burst's thousand messages made each
+  receive and each delete cost a thousand of those, so delivering a burst was quadratic in moto.
+  Here a look reads the clock once and compares each message's times itself, and a delete finds
+  its message in one pass that compares the handles in place: the same messages seen, the same
+  message deleted, the same refusal of a handle no message ever had.
 - moto's long poll (`ReceiveMessage` with `WaitTimeSeconds`) wakes when a message is sent, but a
   delayed message coming due, or one whose visibility timeout ends, waits for its next one-second
   look. SQS's long poll returns as soon as a message is available ("Amazon SQS short and long
@@ -60,7 +68,8 @@ Each is applied once, and only if moto still has what it replaces (a newer moto 
   sums and the same refusals (moto_item_sizes.py).
 - moto parses an update expression twice per `UpdateItem`, deep-copies the tree, and asks at each
   node of its ten walks which node types the walk processes: each text is parsed once into one
-  tree that moto only reads, the validator's copy of it is unpickled, and each node type's answers
+  tree that moto only reads, the validator's copy of it is unpickled, its three walks that read
+  only the text, names and table's key are made until they pass once, and each node type's answers
   are worked out once (moto_expressions.py).
 
 - Lambda's event source mappings (the planner changes the caller's, wakeup.event_source):
@@ -110,6 +119,7 @@ from moto.dynamodb.models.table import Table
 from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node  # type: ignore[attr-defined]  # untyped
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]  # untyped too
 from moto.dynamodb.responses import DynamoHandler
+from moto.sqs.exceptions import ReceiptHandleIsInvalid
 from moto.sqs.models import Queue, SQSBackend, sqs_backends
 
 from wakeup_awsfacts.sqs_scaling import MAXIMUM_POLLERS_RANGE, MINIMUM_POLLERS_RANGE
@@ -300,6 +310,46 @@ def fast_unix_time_millis(dt: Any = None) -> float:
 _VISIBLE_MARGIN_S = 0.001
 
 
+def visible_messages(self: Any) -> list[Any]:
+    """moto's `Queue.messages`: the messages neither in flight nor delayed, at one reading of the
+    clock (moto's `Message.visible` and `Message.delayed`, each of which reads it)."""
+    now = fast_unix_time_millis()
+    return [message for message in self._messages if now > message.visible_at and now >= message.delayed_until]
+
+
+def delete_message_by_handle(self: Any, receipt_handle: str) -> None:
+    """moto's `Queue.delete_message`: a handle already deleted is let be; the message that ever had
+    the handle is deleted, its handles remembered as deleted; a handle no message had is refused."""
+    if receipt_handle in self.deleted_messages:
+        return
+    messages = self._messages
+    at = next(
+        (
+            at
+            for at, message in enumerate(messages)
+            if message.receipt_handle == receipt_handle or receipt_handle in message._old_receipt_handles
+        ),
+        None,
+    )
+    if at is None:
+        raise ReceiptHandleIsInvalid()
+    message = messages[at]
+    self.pending_messages.discard(message)
+    self.deleted_messages.update(message.all_receipt_handles)
+    # A new list, as moto makes: a receive going through the old one meanwhile is not disturbed.
+    self._messages = messages[:at] + messages[at + 1 :]
+
+
+def _sqs_messages_replaceable() -> bool:
+    """Whether moto's messages still keep what the replacements read: their times, and their
+    current and earlier receipt handles."""
+    kept = set(sqs_models.Message.__init__.__code__.co_names)
+    properties = ("visible", "delayed", "all_receipt_handles")
+    return {"visible_at", "delayed_until", "receipt_handle", "_old_receipt_handles"} <= kept and all(
+        isinstance(vars(sqs_models.Message).get(name), property) for name in properties
+    )
+
+
 def wait_for_a_visible_message(self: Any, timeout: float) -> None:
     """moto's `Queue.wait_for_messages`: returns once the queue holds a visible message, or after
     `timeout` s; wakes for a message sent (moto notifies) and for one that comes due meanwhile."""
@@ -442,6 +492,12 @@ def apply(mapping_update_s: float = 0.0) -> None:
         setattr(sqs_models, "unix_time_millis", fast_unix_time_millis)  # noqa: B010
     else:
         log.warning("moto changed: its SQS clock is not replaced (receiving may be slow)")
+    replaceable = isinstance(vars(Queue).get("messages"), property) and "delete_message" in vars(Queue)
+    if replaceable and _sqs_messages_replaceable():
+        setattr(Queue, "messages", property(visible_messages))  # noqa: B010 - a property replaced on purpose
+        setattr(Queue, "delete_message", delete_message_by_handle)  # noqa: B010 - a method replaced on purpose
+    else:
+        log.warning("moto changed: its SQS looks and deletes still go through every message twice (slow)")
     if hasattr(Queue, "wait_for_messages") and hasattr(Queue, "messages"):
         setattr(Queue, "wait_for_messages", wait_for_a_visible_message)  # noqa: B010 - a method replaced on purpose
     else:
@@ -488,13 +544,20 @@ def apply(mapping_update_s: float = 0.0) -> None:
         log.warning("moto changed: its event source mappings' updates apply at once")
 
 
+# The walks of moto's update validator that read only the text, the names and the table's key, in
+# the order moto makes them, ahead of the others (moto_expressions.text_walks_once).
+TEXT_ONLY_WALKS = ("ActionCountValidator", "OverlappingPathsValidator", "UpdateHashRangeKeyValidator")
+
+
 def _apply_text_walks_once() -> None:
     base = getattr(dynamodb_validators, "Validator", None)
-    names = ("ActionCountValidator", "OverlappingPathsValidator")
+    names = TEXT_ONLY_WALKS
     text_only: tuple[type, ...] = tuple(
         getattr(dynamodb_validators, name) for name in names if hasattr(dynamodb_validators, name)
     )
-    if base is None or len(text_only) < len(names) or not {"__init__", "validate"} <= set(vars(base)):
+    # The walks' answers are kept by the table's key attributes too (the key check reads them).
+    keyed = "table_key_attrs" in Table.__init__.__code__.co_names
+    if base is None or len(text_only) < len(names) or not keyed or not {"__init__", "validate"} <= set(vars(base)):
         log.warning("moto changed: its update validator's text-only walks run at every request (writes may be slower)")
         return
     base.__init__ = moto_expressions.keeping_the_source_tree(base.__init__)
