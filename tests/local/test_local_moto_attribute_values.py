@@ -1,5 +1,6 @@
 """The local stack's moto writes DynamoDB's items into a reply as they are (moto_attribute_values.py),
-and its replies are byte for byte what moto's own walk through the service model writes.
+and its replies are byte for byte what moto's own walk through the service model writes; it reads a
+request's keys, items and expression values as they are, into what moto's own parse makes of them.
 
 moto's serializer runs here in this process, as it comes and with the two methods replaced (on a
 subclass: this process's moto stays unpatched), on the results moto's DynamoDB handler gives it
@@ -8,19 +9,21 @@ subclass: this process's moto stays unpatched), on the results moto's DynamoDB h
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from moto.core.parse import JSONParser
 from moto.core.serialize import JSONSerializer, XFormedAttributePicker
 from moto.core.utils import get_service_model
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.responses import DynamoResult
 
 from wakeup_local.aws import moto_attribute_values
-from wakeup_local.aws.moto_attribute_values import items_as_they_are, values_as_they_are
+from wakeup_local.aws.moto_attribute_values import items_as_they_are, requests_as_they_are, values_as_they_are
 
 DYNAMODB = get_service_model("dynamodb")
 
@@ -153,3 +156,83 @@ def test_a_map_with_an_empty_name_goes_through_moto_s_walk() -> None:
     # moto's walk merges an empty name's value into the map around it; it is left to moto
     assert moto_attribute_values.plain_map({"": {"S": "x"}}) is None
     assert moto_attribute_values.plain_copy({"M": {"": {"S": "x"}}}) is None
+
+
+class ParseCounted(JSONParser):
+    """moto's JSON request parser, counting the attribute values it parses member by member."""
+
+    walked = 0
+
+    def _parse_structure(self, shape: Any, value: Any) -> Any:
+        if shape.name == "AttributeValue":
+            ParseCounted.walked += 1
+        return super()._parse_structure(shape, value)
+
+
+class ReadAsTheyAre(ParseCounted):
+    """The same, with the local stack's `_parse_map`."""
+
+    _parse_map = requests_as_they_are(ParseCounted._parse_map)
+
+
+def parsed(parser: type[JSONParser], operation: str, request: dict[str, Any], service: Any = DYNAMODB) -> Any:
+    """What moto's handler reads from `request`'s JSON body (`BaseResponse.parse_parameters`)."""
+    made = parser(service.operation_model(operation), map_type=dict)
+    return made.parse({"method": "POST", "values": {}, "headers": {}, "body": json.dumps(request).encode()})
+
+
+def _requests(item: dict[str, Any], values: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The requests of a registration, a delivered wake and its history carrying `item` and `values`."""
+    key = {"pk": {"S": "INSTANCE#1"}}
+    return [
+        ("PutItem", {"TableName": "t", "Item": item, "ExpressionAttributeValues": values}),
+        (
+            "UpdateItem",
+            {"TableName": "t", "Key": key, "UpdateExpression": "SET a = :a", "ExpressionAttributeValues": values},
+        ),
+        ("BatchWriteItem", {"RequestItems": {"t": [{"PutRequest": {"Item": item}}, {"DeleteRequest": {"Key": key}}]}}),
+        ("GetItem", {"TableName": "t", "Key": key}),
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(item=any_items, values=any_items)
+def test_requests_are_read_as_moto_s_own_parse_reads_them(item: dict[str, Any], values: dict[str, Any]) -> None:
+    encoded = {name: _json_ready(value) for name, value in item.items()}
+    encoded_values = {name: _json_ready(value) for name, value in values.items()}
+    for operation, request in _requests(encoded, encoded_values):
+        assert parsed(ReadAsTheyAre, operation, request) == parsed(JSONParser, operation, request)
+
+
+@settings(max_examples=50, deadline=None)
+@given(item=plain_items)
+def test_a_request_s_plain_item_is_not_parsed_member_by_member(item: dict[str, Any]) -> None:
+    ParseCounted.walked = 0
+    read = parsed(ReadAsTheyAre, "PutItem", {"TableName": "t", "Item": item})
+    assert ParseCounted.walked == 0
+    assert read["Item"] == item
+
+
+def test_a_request_s_binary_value_goes_through_moto_s_parse_decoded() -> None:
+    ParseCounted.walked = 0
+    read = parsed(ReadAsTheyAre, "PutItem", {"TableName": "t", "Item": {"pk": {"S": "a"}, "b": {"B": "AP8="}}})
+    assert ParseCounted.walked > 0
+    assert read["Item"] == {"pk": {"S": "a"}, "b": {"B": b"\x00\xff"}}
+
+
+def test_requests_of_other_services_are_moto_s_own_parse() -> None:
+    # given a DynamoDB Streams request (no attribute value map), then it is read as moto reads it
+    streams = get_service_model("dynamodbstreams")
+    request = {"ShardIterator": "abc", "Limit": 5}
+    assert parsed(ReadAsTheyAre, "GetRecords", request, streams) == parsed(JSONParser, "GetRecords", request, streams)
+
+
+def _json_ready(value: Any) -> Any:
+    """An attribute value as it travels in a request's JSON: bytes base64-encoded, as botocore sends them."""
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, dict):
+        return {key: _json_ready(inner) for key, inner in value.items()}
+    if isinstance(value, list):
+        return [_json_ready(inner) for inner in value]
+    return value

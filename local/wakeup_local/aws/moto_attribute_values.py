@@ -1,4 +1,5 @@
-"""DynamoDB's items written into moto's replies as they are, not member by member through the model.
+"""DynamoDB's items written into moto's replies, and read from the requests, as they are, not member
+by member through the model.
 
 moto serialises a reply by walking the operation's output shape. For an item that means, for each
 attribute, trying each of AttributeValue's ten members (S, N, B, ... BOOL) under several spellings
@@ -10,6 +11,13 @@ An item here is already what the JSON reply holds: moto's DynamoDB handler turns
 an attribute value whose one member is a string, a number's string, a boolean, a set of strings
 or numbers, or a map or list of such values is written as it is. Anything else (a binary value,
 which moto base64-encodes on the way, or a shape moto did not make) goes through moto's own walk.
+
+A request is read the same way: moto parses its JSON, then walks the operation's input shape to
+build each value again, trying the ten members of each attribute value of a key, an item or the
+expression values (a delivered wake's two writes and its history's batch carry a hundred). Its
+JSON parser keeps a string, a number's string or a boolean as it is, so a map of plain attribute
+values is taken as one copy of itself; a binary value (which moto decodes from base64) and
+anything else go through moto's walk.
 """
 
 from __future__ import annotations
@@ -93,3 +101,21 @@ def values_as_they_are(serialize_structure: Callable[..., None]) -> Callable[...
     """moto's JSON `_serialize_type_structure`, which writes a plain attribute value as it is (one
     outside an item: a list's member, a condition check's)."""
     return _as_they_are(serialize_structure, lambda shape, key: bool(key) and shape.name == _VALUE_SHAPE, plain_copy)
+
+
+def requests_as_they_are(parse_map: Callable[[Any, Any, Any], Any]) -> Callable[[Any, Any, Any], Any]:
+    """moto's JSON request parser's `_parse_map`, which takes a DynamoDB map of plain attribute values
+    (a key, an item, the expression values) as a copy of itself."""
+
+    def parsed(self: Any, shape: Any, value: Any) -> Any:
+        if (
+            self.MAP_TYPE is dict
+            and getattr(shape.value, "name", None) == _VALUE_SHAPE
+            and self.operation_model.service_model.service_name == _SERVICE
+        ):
+            plain = plain_map(value)
+            if plain is not None:
+                return plain
+        return parse_map(self, shape, value)
+
+    return parsed

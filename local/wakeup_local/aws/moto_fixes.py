@@ -61,8 +61,10 @@ Each is applied once, and only if moto still has what it replaces (a newer moto 
 - moto's DynamoDB lexes each condition expression anew on every request, and parses a write's
   condition twice: each text is lexed once, and parsed once a request (moto_expressions.py).
 - moto writes each item of a DynamoDB reply through the service model, attribute by attribute and
-  member by member, for a registration's and a delivered wake's replies alike. An item is already
-  in the reply's shape, and goes into it as it is (moto_attribute_values.py).
+  member by member, for a registration's and a delivered wake's replies alike, and reads each
+  request's keys, items and expression values back the same way. An item is already in the
+  reply's shape, and goes into it as it is; a request's plain values are taken as they are
+  (moto_attribute_values.py).
 - moto adds up the size of every attribute of an item each time it sets one (its 400 KB check):
   a string's and a number's sizes are read there without `DynamoType.size`'s dispatch, the same
   sums and the same refusals (moto_item_sizes.py).
@@ -101,6 +103,7 @@ import types
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+import moto.core.parse as moto_parse
 import moto.core.responses as core_responses
 import moto.core.serialize as moto_serialize
 import moto.dynamodb.models as dynamodb_models
@@ -124,7 +127,7 @@ from moto.sqs.models import Queue, SQSBackend, sqs_backends
 
 from wakeup_awsfacts.sqs_scaling import MAXIMUM_POLLERS_RANGE, MINIMUM_POLLERS_RANGE
 from wakeup_local.aws import moto_expressions, moto_item_sizes
-from wakeup_local.aws.moto_attribute_values import items_as_they_are, values_as_they_are
+from wakeup_local.aws.moto_attribute_values import items_as_they_are, requests_as_they_are, values_as_they_are
 
 log = logging.getLogger(__name__)
 
@@ -524,6 +527,11 @@ def apply(mapping_update_s: float = 0.0) -> None:
         )
     else:
         log.warning("moto changed: its DynamoDB items are written member by member (replies may be slower)")
+    parser = getattr(moto_parse, "JSONParser", None)
+    if parser is not None and callable(getattr(parser, "_parse_map", None)):
+        parser._parse_map = requests_as_they_are(parser._parse_map)
+    else:
+        log.warning("moto changed: its DynamoDB requests are read member by member (writes may be slower)")
     _apply_update_expression_fixes()
     if hasattr(backends, "list_of_moto_modules"):
         modules = tuple(backends.list_of_moto_modules())
