@@ -62,7 +62,7 @@ def keep_out_of_collections() -> None:
     objects) lives as long as the process does: kept out of the collector's passes (`gc.freeze`),
     and full passes made a tenth as often (FULL_COLLECTION_EVERY). Each full pass walks every object
     it tracks, and under a burst of wakes a moto made three, about 0.2 s of CPU each (0.7 ms a
-    delivered wake), two thirds of it over these. Python's documentation suggests the freeze before
+    delivered wake), nearly half of it over these. Python's documentation suggests the freeze before
     a fork as well: a child's passes then leave the pages it shares with the fork server untouched.
     Their garbage is collected first, so that none of it is kept for good."""
     gc.collect()
